@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Installs what the demo and the test suite need, idempotently:
+#   Debian packages, a virtualenv with pinned Python tools (.venv),
+#   kernel headers where bcc can find them, and the collection on a
+#   collections path (.build/collections) so Ansible resolves edgeft.failover.*.
+# Sourced by scripts/demo.sh and scripts/test.sh; safe to run any number of times.
+set -euo pipefail
+
+EDGEFT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${EDGEFT_ROOT}/.venv"
+BUILD="${EDGEFT_ROOT}/.build"
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+die() { printf 'bootstrap: error: %s\n' "$*" >&2; exit 1; }
+
+[[ ${EUID} -eq 0 ]] || die "must run as root (namespaces, tc and BPF need it): rerun with sudo"
+command -v apt-get >/dev/null || die "apt-get not found: edgeft's quick start supports Debian 12+ and Ubuntu 22.04+"
+
+# Debian packages: the lab (iproute2, nftables, ping), the data path (bcc, headers,
+# pyroute2 for the system Python that runs modules on targets) and the VM tooling later.
+APT_PACKAGES=(
+  iproute2 nftables iputils-ping procps rsync git
+  python3 python3-venv python3-pip python3-cryptography python3-yaml python3-jinja2
+  python3-pyroute2 python3-bpfcc bpfcc-tools python3-scapy
+)
+if [[ "$(uname -m)" == "x86_64" ]]; then APT_PACKAGES+=(linux-headers-amd64); fi
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# bcc looks for headers under /lib/modules/$(uname -r)/{build,source}. When the running
+# kernel has no packaged headers (a custom or cloud kernel), point them at Debian's
+# generic headers tree: packet programs only use UAPI headers. Never overwrite real ones.
+kver="$(uname -r)"
+if [[ ! -e "/lib/modules/${kver}/build/include" ]]; then
+  hdr="$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n1 || true)"
+  common="$(ls -d /usr/src/linux-headers-*-common 2>/dev/null | sort -V | tail -n1 || true)"
+  if [[ -n "${hdr}" && -n "${common}" ]]; then
+    log "linking /lib/modules/${kver}/build to ${hdr} (no headers packaged for this kernel)"
+    mkdir -p "/lib/modules/${kver}"
+    ln -sfn "${hdr}" "/lib/modules/${kver}/build"
+    ln -sfn "${common}" "/lib/modules/${kver}/source"
+  else
+    log "warning: no kernel headers for ${kver}; BPF programs cannot be compiled"
+  fi
+fi
+
+# Virtualenv on the system Python with its site packages visible, because bcc's
+# bindings exist only as the Debian package python3-bpfcc. Rebuilt when the pins change.
+want="$(cat "${EDGEFT_ROOT}/requirements.txt" "${EDGEFT_ROOT}/constraints.txt" | sha256sum | cut -d' ' -f1)"
+have="$(cat "${VENV}/.edgeft-pins" 2>/dev/null || true)"
+if [[ "${want}" != "${have}" ]]; then
+  log "creating ${VENV} with pinned tools"
+  rm -rf "${VENV}"
+  /usr/bin/python3 -m venv --system-site-packages "${VENV}"
+  "${VENV}/bin/pip" install -q --disable-pip-version-check \
+    -c "${EDGEFT_ROOT}/constraints.txt" -r "${EDGEFT_ROOT}/requirements.txt" 2> >(grep -v "is ignored: it is neither" >&2)
+  echo "${want}" > "${VENV}/.edgeft-pins"
+fi
+
+# The collection, where ansible finds it as edgeft.failover.
+mkdir -p "${BUILD}/collections/ansible_collections/edgeft"
+ln -sfn "${EDGEFT_ROOT}" "${BUILD}/collections/ansible_collections/edgeft/failover"
+
+export EDGEFT_ROOT
+export PATH="${VENV}/bin:${EDGEFT_ROOT}/bin:${PATH}"
+export ANSIBLE_COLLECTIONS_PATH="${BUILD}/collections"
+export ANSIBLE_CONFIG="${EDGEFT_ROOT}/ansible.cfg"
+export PYTHONPATH="${EDGEFT_ROOT}/lab${PYTHONPATH:+:${PYTHONPATH}}"
