@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * edgeft data path: the ONE definition of every map layout and constant.
+ *
+ * Python mirrors these in plugins/module_utils/datapath/layout.py; every
+ * compile through datapath/compile.py appends _Static_assert()s generated from
+ * that mirror (sizes, offsets, constants), so the two cannot drift silently.
+ *
+ * Layout rules:
+ *  - Map names carry the layout version (_v1). Change any struct below, a
+ *    key/value meaning or a map type => rename every map to _v2, so a pinned
+ *    map of an old layout is never reinterpreted (docs/datapath.md).
+ *  - Struct layouts do not depend on compile-time defines: per-plane arrays are
+ *    always EDGEFT_PLANE_SLOTS wide; EDGEFT_MAX_PLANES only bounds what is used.
+ *  - Kernel map names are cut at 15 characters: keep the names that short.
+ *  - Every padding byte is an explicit field, so keys built on the stack are
+ *    fully initialised and Python sees the same bytes.
+ */
+#ifndef EDGEFT_MAPS_H
+#define EDGEFT_MAPS_H
+
+#define EDGEFT_LAYOUT_VERSION 1
+
+/* Planes: struct arrays are sized for 4; a build uses the first MAX_PLANES. */
+#define EDGEFT_PLANE_SLOTS 4
+#ifndef EDGEFT_MAX_PLANES
+#define EDGEFT_MAX_PLANES 2
+#endif
+#define EDGEFT_PLANE_NONE 255 /* address not native to any plane */
+
+/* Capacity; a pinned map keeps the max_entries it was created with. */
+#ifndef EDGEFT_MAX_PEERS
+#define EDGEFT_MAX_PEERS 4096
+#endif
+#ifndef EDGEFT_MAX_ADDRS
+#define EDGEFT_MAX_ADDRS 32768
+#endif
+
+/* edgeft_plane.flags (local plane state, written by the agent/modules) */
+#define EDGEFT_PLANE_UP 0x1      /* usable as a steering target */
+#define EDGEFT_PLANE_DRAINED 0x2 /* steer known peers off it; never a target */
+
+/* edgeft_peer_state.flags */
+#define EDGEFT_PEER_NO_LEARN 0x1 /* ingress never changes this peer's state */
+
+/* An address: IPv6 as is, IPv4 as ::ffff:a.b.c.d; network byte order words. */
+struct edgeft_addr {
+	__u32 w[4];
+};
+
+/* edgeft_peers_v1 value: which peer owns the address, and on which plane it
+ * is native (EDGEFT_PLANE_NONE for identity/service addresses). */
+struct edgeft_peer_ref {
+	__u32 peer_id; /* < EDGEFT_MAX_PEERS */
+	__u8 plane;
+	__u8 pad[3];
+};
+
+/* edgeft_state_v1 value (key: __u32 peer id). */
+struct edgeft_peer_state {
+	__u32 v4[EDGEFT_PLANE_SLOTS];                /* next hop per plane; 0 = none */
+	struct edgeft_addr v6[EDGEFT_PLANE_SLOTS];   /* all-zero = none */
+	__u8 active_plane; /* preferred target when traffic must leave its plane */
+	__u8 down_mask;    /* bit p: plane p judged broken towards this peer */
+	__u8 flags;        /* EDGEFT_PEER_* */
+	__u8 pad[5];
+	__u64 changed_ns;  /* bpf_ktime_get_ns() of the last learned change */
+};
+
+/* edgeft_plane_v1 value (key: __u32 plane index). */
+struct edgeft_plane {
+	__u32 ifindex; /* this host's NIC of the plane; 0 = not configured */
+	__u32 flags;   /* EDGEFT_PLANE_* */
+};
+
+/* edgeft_ctrs_v1 value (per-CPU, key: __u32 plane of the NIC that counted). */
+struct edgeft_counters {
+	__u64 tx_packets;      /* egress to known peers, left on this plane */
+	__u64 tx_bytes;
+	__u64 steered_packets; /* egress to known peers, redirected off this plane */
+	__u64 steered_bytes;
+	__u64 steer_skipped;   /* should leave this plane, but no usable target */
+	__u64 rx_packets;      /* ingress from known peers */
+	__u64 rx_bytes;
+	__u64 learned;         /* ingress moved a peer onto this plane */
+};
+
+/* edgeft_seen_v1: __u64 last rx ns (bpf_ktime_get_ns, CLOCK_MONOTONIC),
+ * array key = peer_id * EDGEFT_PLANE_SLOTS + plane. Written at most every
+ * EDGEFT_SEEN_RES_NS per slot, so busy peers do not bounce one cache line. */
+#ifndef EDGEFT_SEEN_RES_NS
+#define EDGEFT_SEEN_RES_NS 100000
+#endif
+
+/*
+ * Map declarations (only when compiled by bcc: Python includes nothing).
+ * With EDGEFT_PIN_DIR (a string, e.g. -DEDGEFT_PIN_DIR="\"/sys/fs/bpf/edgeft\"")
+ * bcc opens <dir>/<name> if pinned, else creates and pins it, so agents and
+ * reloads share one set of maps per host.
+ */
+#ifdef BPF_TABLE
+#ifdef EDGEFT_PIN_DIR
+#define EDGEFT_MAP(type, key, val, name, max) \
+	BPF_TABLE_PINNED(type, key, val, name, max, EDGEFT_PIN_DIR "/" #name)
+#else
+#define EDGEFT_MAP(type, key, val, name, max) BPF_TABLE(type, key, val, name, max)
+#endif
+
+EDGEFT_MAP("hash", struct edgeft_addr, struct edgeft_peer_ref, edgeft_peers_v1,
+	   EDGEFT_MAX_ADDRS);
+EDGEFT_MAP("hash", __u32, struct edgeft_peer_state, edgeft_state_v1,
+	   EDGEFT_MAX_PEERS);
+EDGEFT_MAP("array", __u32, __u64, edgeft_seen_v1,
+	   EDGEFT_MAX_PEERS * EDGEFT_PLANE_SLOTS);
+EDGEFT_MAP("array", __u32, struct edgeft_plane, edgeft_plane_v1,
+	   EDGEFT_PLANE_SLOTS);
+EDGEFT_MAP("percpu_array", __u32, struct edgeft_counters, edgeft_ctrs_v1,
+	   EDGEFT_PLANE_SLOTS);
+#endif /* BPF_TABLE */
+
+#endif /* EDGEFT_MAPS_H */

@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * edgeft L2 failover: tc clsact direct-action programs for ONE plane NIC.
+ * Build once per plane with -DEDGEFT_PLANE=<index> (datapath/compile.py).
+ *
+ *   edgeft_egress : steer packets to a known peer off this plane when this
+ *                   plane is unusable towards it (bpf_redirect_neigh, IP
+ *                   header untouched); everything else passes.
+ *   edgeft_ingress: record last-seen/counters for known peers and learn the
+ *                   peer's plane choice from steered traffic.
+ *
+ * Both return TC_ACT_UNSPEC for anything they do not act on (other tc programs
+ * still run) and never drop or modify a packet. See docs/datapath.md.
+ */
+#include <uapi/linux/bpf.h>
+#include <uapi/linux/pkt_cls.h>
+#include <uapi/linux/if_ether.h>
+
+#include "edgeft_maps.h"
+
+#ifndef EDGEFT_PLANE
+#error "define EDGEFT_PLANE, the plane index of the NIC this build attaches to"
+#endif
+#if EDGEFT_MAX_PLANES < 1 || EDGEFT_MAX_PLANES > EDGEFT_PLANE_SLOTS
+#error "EDGEFT_MAX_PLANES must be 1..EDGEFT_PLANE_SLOTS"
+#endif
+#if EDGEFT_PLANE < 0 || EDGEFT_PLANE >= EDGEFT_MAX_PLANES
+#error "EDGEFT_PLANE must be below EDGEFT_MAX_PLANES"
+#endif
+/* Masking an index with SLOTS-1 keeps the verifier sure of array bounds. */
+_Static_assert((EDGEFT_PLANE_SLOTS & (EDGEFT_PLANE_SLOTS - 1)) == 0,
+	       "EDGEFT_PLANE_SLOTS must be a power of two");
+
+/* bcc 0.26's helpers.h declares the pre-release 3-argument prototype; the
+ * kernel helper takes (ifindex, params, plen, flags). */
+static long (*edgeft_redirect_neigh)(__u32 ifindex, struct bpf_redir_neigh *params,
+				     int plen, __u64 flags) = (void *)BPF_FUNC_redirect_neigh;
+
+#define EDGEFT_AF_INET 2
+#define EDGEFT_AF_INET6 10
+
+/* The IP fields we read, at their wire offsets (no L4: we steer by L3 only). */
+struct edgeft_ip4 {
+	__u8 ver_ihl;
+	__u8 tos;
+	__u16 tot_len;
+	__u16 id;
+	__u16 frag_off;
+	__u8 ttl;
+	__u8 protocol;
+	__u16 check;
+	__u32 saddr;
+	__u32 daddr;
+};
+
+struct edgeft_ip6 {
+	__u32 ver_tc_flow;
+	__u16 payload_len;
+	__u8 nexthdr;
+	__u8 hop_limit;
+	__u32 saddr[4];
+	__u32 daddr[4];
+};
+
+struct edgeft_pkt {
+	struct edgeft_addr src;
+	struct edgeft_addr dst;
+	__u32 family;
+};
+
+static __always_inline void edgeft_v4_key(struct edgeft_addr *a, __u32 addr)
+{
+	a->w[0] = 0;
+	a->w[1] = 0;
+	a->w[2] = bpf_htonl(0x0000ffff);
+	a->w[3] = addr;
+}
+
+/*
+ * 0 for an untagged unicast IPv4/IPv6 frame whose fixed IP header is present;
+ * -1 for anything else (passed unmodified by the callers). IPv4 options,
+ * fragments and IPv6 extension headers do not move the addresses, so they are
+ * handled like any other packet of the flow. bpf_skb_load_bytes copies, so a
+ * non-linear skb is never pulled or otherwise touched.
+ */
+static __always_inline int edgeft_parse(struct __sk_buff *skb, struct edgeft_pkt *p)
+{
+	__u8 eth[ETH_HLEN];
+
+	if (skb->vlan_present) /* offloaded tag: another L2 segment */
+		return -1;
+	if (bpf_skb_load_bytes(skb, 0, eth, sizeof(eth)) < 0)
+		return -1;
+	if (eth[0] & 1) /* Ethernet multicast/broadcast */
+		return -1;
+
+	__u16 proto = ((__u16)eth[12] << 8) | eth[13];
+
+	if (proto == ETH_P_IP) {
+		struct edgeft_ip4 h;
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &h, sizeof(h)) < 0)
+			return -1;
+		if ((h.ver_ihl >> 4) != 4 || (h.ver_ihl & 0xf) < 5)
+			return -1;
+		if ((bpf_ntohl(h.daddr) >> 28) >= 0xe) /* multicast, class E, broadcast */
+			return -1;
+		edgeft_v4_key(&p->src, h.saddr);
+		edgeft_v4_key(&p->dst, h.daddr);
+		p->family = EDGEFT_AF_INET;
+		return 0;
+	}
+	if (proto == ETH_P_IPV6) {
+		struct edgeft_ip6 h;
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &h, sizeof(h)) < 0)
+			return -1;
+		if ((bpf_ntohl(h.ver_tc_flow) >> 28) != 6)
+			return -1;
+		if ((bpf_ntohl(h.daddr[0]) >> 24) == 0xff) /* multicast */
+			return -1;
+		__builtin_memcpy(p->src.w, h.saddr, sizeof(p->src.w));
+		__builtin_memcpy(p->dst.w, h.daddr, sizeof(p->dst.w));
+		p->family = EDGEFT_AF_INET6;
+		return 0;
+	}
+	return -1;
+}
+
+/* Up and not drained: the plane may carry (or receive) steered traffic. */
+static __always_inline int edgeft_plane_ok(struct edgeft_plane *cfg)
+{
+	return cfg && cfg->ifindex &&
+	       (cfg->flags & (EDGEFT_PLANE_UP | EDGEFT_PLANE_DRAINED)) == EDGEFT_PLANE_UP;
+}
+
+/* Only positive evidence moves traffic: a plane nobody configured stays usable. */
+static __always_inline int edgeft_plane_bad(struct edgeft_plane *cfg)
+{
+	if (!cfg || !cfg->ifindex)
+		return 0;
+	return (cfg->flags & EDGEFT_PLANE_DRAINED) || !(cfg->flags & EDGEFT_PLANE_UP);
+}
+
+/* Fill nh with the peer's address on plane t; 0 if it has none there. */
+static __always_inline int edgeft_nexthop(struct edgeft_peer_state *st, __u32 t,
+					  __u32 family, struct bpf_redir_neigh *nh)
+{
+	t &= EDGEFT_PLANE_SLOTS - 1;
+	if (family == EDGEFT_AF_INET) {
+		nh->nh_family = EDGEFT_AF_INET;
+		nh->ipv4_nh = st->v4[t];
+		return nh->ipv4_nh != 0;
+	}
+	nh->nh_family = EDGEFT_AF_INET6;
+	__builtin_memcpy(nh->ipv6_nh, st->v6[t].w, sizeof(nh->ipv6_nh));
+	return (nh->ipv6_nh[0] | nh->ipv6_nh[1] | nh->ipv6_nh[2] | nh->ipv6_nh[3]) != 0;
+}
+
+int edgeft_egress(struct __sk_buff *skb)
+{
+	struct edgeft_pkt p = {};
+
+	if (edgeft_parse(skb, &p) < 0)
+		return TC_ACT_UNSPEC;
+
+	struct edgeft_peer_ref *ref = edgeft_peers_v1.lookup(&p.dst);
+	if (!ref)
+		return TC_ACT_UNSPEC;
+	__u32 id = ref->peer_id;
+	struct edgeft_peer_state *st = edgeft_state_v1.lookup(&id);
+	if (!st)
+		return TC_ACT_UNSPEC;
+
+	__u32 me = EDGEFT_PLANE;
+	struct edgeft_counters *c = edgeft_ctrs_v1.lookup(&me);
+	struct edgeft_plane *here = edgeft_plane_v1.lookup(&me);
+
+	/* Steer only off a plane that is bad: multi-rail flows keep their plane. */
+	if (!(st->down_mask & (1 << EDGEFT_PLANE)) && !edgeft_plane_bad(here)) {
+		if (c) {
+			c->tx_packets++;
+			c->tx_bytes += skb->len;
+		}
+		return TC_ACT_UNSPEC;
+	}
+
+	/* Target: the peer's active plane, else the first usable one. */
+	struct bpf_redir_neigh nh = {};
+	__u32 ifindex = 0;
+
+#pragma unroll
+	for (int i = 0; i <= EDGEFT_MAX_PLANES; i++) {
+		__u32 t = i == 0 ? st->active_plane : i - 1;
+
+		if (t == EDGEFT_PLANE || t >= EDGEFT_MAX_PLANES)
+			continue;
+		if (st->down_mask & (1 << t))
+			continue;
+		struct edgeft_plane *cfg = edgeft_plane_v1.lookup(&t);
+		if (!edgeft_plane_ok(cfg) || !edgeft_nexthop(st, t, p.family, &nh))
+			continue;
+		ifindex = cfg->ifindex;
+		break;
+	}
+	if (!ifindex) {
+		if (c)
+			c->steer_skipped++;
+		return TC_ACT_UNSPEC;
+	}
+	if (c) {
+		c->steered_packets++;
+		c->steered_bytes += skb->len;
+	}
+	return edgeft_redirect_neigh(ifindex, &nh, sizeof(nh), 0);
+}
+
+int edgeft_ingress(struct __sk_buff *skb)
+{
+	struct edgeft_pkt p = {};
+
+	if (edgeft_parse(skb, &p) < 0)
+		return TC_ACT_UNSPEC;
+
+	struct edgeft_peer_ref *ref = edgeft_peers_v1.lookup(&p.src);
+	if (!ref)
+		return TC_ACT_UNSPEC;
+	__u32 id = ref->peer_id;
+	__u32 native = ref->plane;
+	if (id >= EDGEFT_MAX_PEERS)
+		return TC_ACT_UNSPEC;
+	struct edgeft_peer_state *st = edgeft_state_v1.lookup(&id);
+	if (!st)
+		return TC_ACT_UNSPEC;
+
+	__u64 now = bpf_ktime_get_ns();
+	__u32 slot = id * EDGEFT_PLANE_SLOTS + EDGEFT_PLANE;
+	__u64 *seen = edgeft_seen_v1.lookup(&slot);
+	if (seen && now - *seen >= EDGEFT_SEEN_RES_NS)
+		*seen = now;
+
+	__u32 me = EDGEFT_PLANE;
+	struct edgeft_counters *c = edgeft_ctrs_v1.lookup(&me);
+	if (c) {
+		c->rx_packets++;
+		c->rx_bytes += skb->len;
+	}
+
+	/*
+	 * The peer's plane-X address arriving on this plane Y != X means the peer
+	 * judged X broken and steered to Y: follow at once (one packet, no probe).
+	 * Moving back is the agent's job (hold-down), never a packet's.
+	 */
+	if (native == EDGEFT_PLANE || native >= EDGEFT_MAX_PLANES ||
+	    (st->flags & EDGEFT_PEER_NO_LEARN))
+		return TC_ACT_UNSPEC;
+	struct edgeft_plane *here = edgeft_plane_v1.lookup(&me);
+	if (!edgeft_plane_ok(here))
+		return TC_ACT_UNSPEC;
+
+	__u8 down = (st->down_mask | (1 << native)) & ~(1 << EDGEFT_PLANE);
+	if (st->active_plane != EDGEFT_PLANE || st->down_mask != down) {
+		st->active_plane = EDGEFT_PLANE;
+		st->down_mask = down;
+		st->changed_ns = now;
+		if (c)
+			c->learned++;
+	}
+	return TC_ACT_UNSPEC;
+}

@@ -1,0 +1,317 @@
+"""Derive the concrete fabric (nodes, ports, links, addresses, routes) from a topology.
+
+Pure data: fabric.py builds it, inventory.py and status.py describe it, faults.py targets it.
+Naming: hosts r1h1, r1h2, ...; switches tor-r1-a, spine-a (leaf-spine) or sw-a (flat);
+a switch's port towards node X is named X; a host's port on a plane is the plane's nic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address, IPv6Interface, IPv6Network
+
+from . import addressing
+from .errors import LabError
+from .topology import PlaneSpec, Topology
+
+IPInterface = IPv4Interface | IPv6Interface
+IPNetwork = IPv4Network | IPv6Network
+IPAddress = IPv4Address | IPv6Address
+
+L2_BRIDGE = "br0"
+
+
+@dataclass(frozen=True)
+class Route:
+    dst: IPNetwork
+    via: IPAddress
+    dev: str
+
+
+@dataclass(frozen=True)
+class HostPort:
+    """A host's NIC on one plane."""
+
+    plane: str
+    ifname: str
+    ipv4: IPv4Interface
+    ipv6: IPv6Interface
+    switch: str
+    gateway4: IPv4Address | None = None
+    gateway6: IPv6Address | None = None
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    rack: int
+    netns: str
+    ports: tuple[HostPort, ...]
+    routes: tuple[Route, ...] = ()
+
+    @property
+    def rack_name(self) -> str:
+        return f"r{self.rack}"
+
+    def port(self, plane: str) -> HostPort:
+        for port in self.ports:
+            if port.plane == plane:
+                return port
+        raise LabError(f"host {self.name} has no plane {plane!r}")
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """A Linux bridge inside a switch namespace, joining some of its ports."""
+
+    name: str
+    ports: tuple[str, ...]
+    addresses: tuple[IPInterface, ...] = ()
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    role: str  # tor | spine | switch
+    plane: str
+    rack: int | None
+    netns: str
+    routed: bool
+    ports: tuple[str, ...]  # every port, named after the neighbour node
+    bridges: tuple[Bridge, ...]
+    port_addresses: tuple[tuple[str, tuple[IPInterface, ...]], ...] = ()  # routed uplinks
+    routes: tuple[Route, ...] = ()
+    hosts: tuple[str, ...] = ()  # hosts whose traffic on this plane can cross this switch
+    neighbors: tuple[str, ...] = ()  # adjacent switches
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    node: str
+    netns: str
+    ifname: str
+
+
+@dataclass(frozen=True)
+class Link:
+    """One veth pair. `a` is the host (or the ToR for an uplink), `b` the switch above it."""
+
+    plane: str
+    a: Endpoint
+    b: Endpoint
+
+
+@dataclass(frozen=True)
+class FabricPlan:
+    topology: Topology
+    hosts: tuple[Host, ...]
+    switches: tuple[Switch, ...]
+    links: tuple[Link, ...]
+
+    @property
+    def name(self) -> str:
+        return self.topology.name
+
+    @cached_property
+    def _hosts(self) -> dict[str, Host]:
+        return {h.name: h for h in self.hosts}
+
+    @cached_property
+    def _switches(self) -> dict[str, Switch]:
+        return {s.name: s for s in self.switches}
+
+    @property
+    def namespaces(self) -> list[str]:
+        return [h.netns for h in self.hosts] + [s.netns for s in self.switches]
+
+    def plane(self, name: str) -> PlaneSpec:
+        for plane in self.topology.planes:
+            if plane.name == name:
+                return plane
+        known = ", ".join(p.name for p in self.topology.planes)
+        raise LabError(f"unknown plane {name!r} (planes: {known})")
+
+    def host(self, name: str) -> Host:
+        try:
+            return self._hosts[name]
+        except KeyError:
+            raise LabError(f"unknown host {name!r} (hosts: {', '.join(self._hosts)})") from None
+
+    def switch(self, name: str) -> Switch:
+        try:
+            return self._switches[name]
+        except KeyError:
+            raise LabError(f"unknown switch {name!r} (switches: {', '.join(self._switches)})") from None
+
+    def netns(self, node: str) -> str:
+        if node in self._hosts:
+            return self._hosts[node].netns
+        return self.switch(node).netns
+
+    def host_link(self, host: str, plane: str) -> Link:
+        self.plane(plane)
+        self.host(host)
+        for link in self.links:
+            if link.a.node == host and link.plane == plane:
+                return link
+        raise LabError(f"host {host} has no link on plane {plane}")  # unreachable for valid plans
+
+    def switch_links(self, switch: str) -> list[Link]:
+        self.switch(switch)
+        return [link for link in self.links if switch in (link.a.node, link.b.node)]
+
+
+def netns_name(lab: str, node: str) -> str:
+    return f"{lab}-{node}"
+
+
+def host_name(rack: int, host: int) -> str:
+    return f"r{rack}h{host}"
+
+
+def tor_name(rack: int, plane: str) -> str:
+    return f"tor-r{rack}-{plane}"
+
+
+def spine_name(plane: str) -> str:
+    return f"spine-{plane}"
+
+
+def flat_switch_name(plane: str) -> str:
+    return f"sw-{plane}"
+
+
+def switch_names(topology: Topology, plane: str) -> list[str]:
+    if topology.kind == "flat":
+        return [flat_switch_name(plane)]
+    return [tor_name(r, plane) for r in range(1, topology.racks + 1)] + [spine_name(plane)]
+
+
+def plan_fabric(topology: Topology) -> FabricPlan:
+    lab = topology.name
+    routed = topology.routed
+    racks = {r: [host_name(r, h) for h in range(1, n + 1)] for r, n in enumerate(topology.hosts_per_rack, 1)}
+
+    def access_switch(rack: int, plane: str) -> str:
+        return flat_switch_name(plane) if topology.kind == "flat" else tor_name(rack, plane)
+
+    hosts: list[Host] = []
+    links: list[Link] = []
+    for rack, names in racks.items():
+        for index, name in enumerate(names, 1):
+            ports, routes = [], []
+            for plane in topology.planes:
+                switch = access_switch(rack, plane.name)
+                gw4 = addressing.gateway4(plane.ipv4, rack).ip if routed else None
+                gw6 = addressing.gateway6(plane.ipv6, rack).ip if routed else None
+                ports.append(
+                    HostPort(
+                        plane=plane.name,
+                        ifname=plane.nic,
+                        ipv4=addressing.host4(plane.ipv4, rack, index, routed),
+                        ipv6=addressing.host6(plane.ipv6, rack, index, routed),
+                        switch=switch,
+                        gateway4=gw4,
+                        gateway6=gw6,
+                    )
+                )
+                if gw4 is not None and gw6 is not None:
+                    # A plane carries only its own prefixes, so the host routes just those.
+                    routes += [Route(plane.ipv4, gw4, plane.nic), Route(plane.ipv6, gw6, plane.nic)]
+                links.append(
+                    Link(
+                        plane.name,
+                        Endpoint(name, netns_name(lab, name), plane.nic),
+                        Endpoint(switch, netns_name(lab, switch), name),
+                    )
+                )
+            hosts.append(Host(name, rack, netns_name(lab, name), tuple(ports), tuple(routes)))
+
+    switches: list[Switch] = []
+    for plane in topology.planes:
+        if topology.kind == "flat":
+            switches.append(_flat_switch(lab, plane, racks, routed))
+        else:
+            tors = [_tor(lab, plane, rack, names, routed) for rack, names in racks.items()]
+            switches += tors
+            switches.append(_spine(lab, plane, racks, routed))
+            for rack in racks:
+                tor, spine = tor_name(rack, plane.name), spine_name(plane.name)
+                links.append(
+                    Link(
+                        plane.name,
+                        Endpoint(tor, netns_name(lab, tor), spine),
+                        Endpoint(spine, netns_name(lab, spine), tor),
+                    )
+                )
+    return FabricPlan(topology, tuple(hosts), tuple(switches), tuple(links))
+
+
+def _rack_bridge_name(rack: int) -> str:
+    return f"br-r{rack}"
+
+
+def _rack_bridge(plane: PlaneSpec, rack: int, hosts: list[str]) -> Bridge:
+    """Routed mode: a rack's host ports share one bridge carrying the rack's gateway."""
+    gateways = (addressing.gateway4(plane.ipv4, rack), addressing.gateway6(plane.ipv6, rack))
+    return Bridge(_rack_bridge_name(rack), tuple(hosts), gateways)
+
+
+def _flat_switch(lab: str, plane: PlaneSpec, racks: dict[int, list[str]], routed: bool) -> Switch:
+    name = flat_switch_name(plane.name)
+    all_hosts = tuple(h for names in racks.values() for h in names)
+    if routed:
+        bridges = tuple(_rack_bridge(plane, rack, names) for rack, names in racks.items())
+    else:
+        bridges = (Bridge(L2_BRIDGE, all_hosts),)
+    return Switch(
+        name=name, role="switch", plane=plane.name, rack=None, netns=netns_name(lab, name),
+        routed=routed, ports=all_hosts, bridges=bridges, hosts=all_hosts,
+    )
+
+
+def _tor(lab: str, plane: PlaneSpec, rack: int, hosts: list[str], routed: bool) -> Switch:
+    name, spine = tor_name(rack, plane.name), spine_name(plane.name)
+    ports = (*hosts, spine)
+    if not routed:
+        return Switch(
+            name=name, role="tor", plane=plane.name, rack=rack, netns=netns_name(lab, name), routed=False,
+            ports=ports, bridges=(Bridge(L2_BRIDGE, ports),), hosts=tuple(hosts), neighbors=(spine,),
+        )
+    spine4, tor4 = addressing.transit4(plane.ipv4, rack)
+    spine6, tor6 = addressing.transit6(plane.ipv6, rack)
+    return Switch(
+        name=name, role="tor", plane=plane.name, rack=rack, netns=netns_name(lab, name), routed=True,
+        ports=ports,
+        bridges=(_rack_bridge(plane, rack, hosts),),
+        port_addresses=((spine, (tor4, tor6)),),
+        # Everything of this plane that is not the rack's own subnet is behind the spine.
+        routes=(Route(plane.ipv4, spine4.ip, spine), Route(plane.ipv6, spine6.ip, spine)),
+        hosts=tuple(hosts), neighbors=(spine,),
+    )
+
+
+def _spine(lab: str, plane: PlaneSpec, racks: dict[int, list[str]], routed: bool) -> Switch:
+    name = spine_name(plane.name)
+    tors = tuple(tor_name(rack, plane.name) for rack in racks)
+    all_hosts = tuple(h for names in racks.values() for h in names)
+    if not routed:
+        return Switch(
+            name=name, role="spine", plane=plane.name, rack=None, netns=netns_name(lab, name), routed=False,
+            ports=tors, bridges=(Bridge(L2_BRIDGE, tors),), hosts=all_hosts, neighbors=tors,
+        )
+    port_addresses, routes = [], []
+    for rack, tor in zip(racks, tors):
+        spine4, tor4 = addressing.transit4(plane.ipv4, rack)
+        spine6, tor6 = addressing.transit6(plane.ipv6, rack)
+        port_addresses.append((tor, (spine4, spine6)))
+        routes += [
+            Route(addressing.rack_subnet4(plane.ipv4, rack), tor4.ip, tor),
+            Route(addressing.rack_subnet6(plane.ipv6, rack), tor6.ip, tor),
+        ]
+    return Switch(
+        name=name, role="spine", plane=plane.name, rack=None, netns=netns_name(lab, name), routed=True,
+        ports=tors, bridges=(), port_addresses=tuple(port_addresses), routes=tuple(routes),
+        hosts=all_hosts, neighbors=tors,
+    )

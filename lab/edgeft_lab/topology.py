@@ -1,0 +1,326 @@
+"""Topology files: load, validate strictly, and model them.
+
+Everything a topology can get wrong is rejected here, before the lab creates anything,
+with a TopologyError naming the file, the key path (e.g. ``planes[1].ipv4``) and the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, replace
+from ipaddress import IPv4Network, IPv6Network, ip_network
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import TopologyError
+
+DEFAULT_LAB_NAME = "edgeft"
+TOPOLOGY_DIR = Path(__file__).resolve().parent.parent / "topologies"
+REPO_ROOT = TOPOLOGY_DIR.parent.parent
+
+# Lab traffic must stay in the benchmarking range (RFC 2544) and unique-local IPv6.
+LAB_IPV4_RANGE = IPv4Network("198.18.0.0/15")
+LAB_IPV6_RANGE = IPv6Network("fc00::/7")
+
+IFNAME_MAX = 15  # IFNAMSIZ - 1
+MAX_RACKS = 127  # routed transit links: one /31 per rack in the plane's first /24, index 0 unused
+MAX_HOSTS_PER_RACK = 244  # host addresses are .11 ... .254
+MAX_PLANES = 4
+KINDS = ("leaf-spine", "flat")
+MODES = ("l2", "routed")
+
+LAB_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
+PLANE_NAME_RE = re.compile(r"^[a-z0-9]+$")
+IFNAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+TOP_KEYS = {"name", "description", "fabric", "racks", "hosts_per_rack", "planes", "mtu"}
+TOP_REQUIRED = ("fabric", "racks", "hosts_per_rack", "planes")
+FABRIC_KEYS = {"kind", "mode"}
+PLANE_KEYS = {"name", "nic", "ipv4", "ipv6"}
+
+
+@dataclass(frozen=True)
+class PlaneSpec:
+    name: str
+    nic: str
+    ipv4: IPv4Network
+    ipv6: IPv6Network
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A validated topology. Node names, links and addresses are derived in plan.py."""
+
+    name: str
+    kind: str
+    mode: str
+    hosts_per_rack: tuple[int, ...]
+    planes: tuple[PlaneSpec, ...]
+    mtu: int | None = None
+    description: str = ""
+    source: str = "<memory>"
+
+    @property
+    def racks(self) -> int:
+        return len(self.hosts_per_rack)
+
+    @property
+    def routed(self) -> bool:
+        return self.mode == "routed"
+
+    def renamed(self, name: str) -> Topology:
+        """The same fabric under another lab name (namespace prefix), e.g. for tests."""
+        _check_lab_name(self.source, "name", name)
+        return replace(self, name=name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The normalized topology, in the file schema (round-trips through from_dict)."""
+        doc: dict[str, Any] = {
+            "name": self.name,
+            "fabric": {"kind": self.kind, "mode": self.mode},
+            "racks": self.racks,
+            "hosts_per_rack": list(self.hosts_per_rack),
+            "planes": [
+                {"name": p.name, "nic": p.nic, "ipv4": str(p.ipv4), "ipv6": str(p.ipv6)}
+                for p in self.planes
+            ],
+        }
+        if self.mtu is not None:
+            doc["mtu"] = self.mtu
+        if self.description:
+            doc["description"] = self.description
+        return doc
+
+    def fingerprint(self) -> str:
+        """Identifies the fabric that gets built (the description and file path do not count)."""
+        doc = self.to_dict()
+        doc.pop("description", None)
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def resolve_topology_path(name_or_path: str | Path) -> Path:
+    """NAME means lab/topologies/NAME.yml; anything path-like is used as given."""
+    text = str(name_or_path)
+    if "/" in text or text.endswith((".yml", ".yaml")):
+        return Path(text)
+    return TOPOLOGY_DIR / f"{text}.yml"
+
+
+def display_path(path: Path) -> str:
+    """Repo-relative when inside the repo, so generated files do not depend on the checkout."""
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(resolved)
+
+
+def load_topology(name_or_path: str | Path = "default") -> Topology:
+    path = resolve_topology_path(name_or_path)
+    source = display_path(path)
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yml")))
+        raise TopologyError(source, "", f"no such topology file (shipped topologies: {known})")
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise TopologyError(source, "", f"cannot read: {exc.strerror}") from None
+    return parse_topology(text, source)
+
+
+def parse_topology(text: str, source: str = "<string>") -> Topology:
+    try:
+        doc = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except _DuplicateKey as exc:
+        raise TopologyError(source, f"line {exc.line}", f"duplicate key '{exc.key}'") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise TopologyError(source, where, f"invalid YAML: {problem}") from None
+    return from_dict(doc, source)
+
+
+def from_dict(doc: Any, source: str = "<dict>") -> Topology:
+    """Validate a topology document (the parsed YAML) and build the model."""
+    if not isinstance(doc, dict):
+        raise TopologyError(source, "", "the topology must be a mapping")
+    _check_keys(source, "", doc, TOP_KEYS, TOP_REQUIRED)
+
+    name = doc.get("name", DEFAULT_LAB_NAME)
+    _check_lab_name(source, "name", name)
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise TopologyError(source, "description", "must be a string")
+
+    fabric = doc["fabric"]
+    if not isinstance(fabric, dict):
+        raise TopologyError(source, "fabric", "must be a mapping with 'kind' and optional 'mode'")
+    _check_keys(source, "fabric", fabric, FABRIC_KEYS, ("kind",))
+    kind = fabric["kind"]
+    if kind not in KINDS:
+        raise TopologyError(source, "fabric.kind", f"must be one of {', '.join(KINDS)}, not {kind!r}")
+    mode = fabric.get("mode", "l2")
+    if mode not in MODES:
+        raise TopologyError(source, "fabric.mode", f"must be one of {', '.join(MODES)}, not {mode!r}")
+
+    racks = _int(source, "racks", doc["racks"], 1, MAX_RACKS)
+    hosts_per_rack = _hosts_per_rack(source, doc["hosts_per_rack"], racks)
+
+    mtu = doc.get("mtu")
+    if mtu is not None:
+        mtu = _int(source, "mtu", mtu, 1280, 65535)  # IPv6 needs at least 1280
+
+    planes = _planes(source, doc["planes"], racks)
+    topology = Topology(
+        name=name,
+        kind=kind,
+        mode=mode,
+        hosts_per_rack=hosts_per_rack,
+        planes=planes,
+        mtu=mtu,
+        description=description,
+        source=source,
+    )
+    _check_generated_names(topology)
+    return topology
+
+
+def _planes(source: str, value: Any, racks: int) -> tuple[PlaneSpec, ...]:
+    if not isinstance(value, list) or not value:
+        raise TopologyError(source, "planes", "must be a non-empty list of planes")
+    if len(value) > MAX_PLANES:
+        raise TopologyError(source, "planes", f"at most {MAX_PLANES} planes are supported")
+    planes: list[PlaneSpec] = []
+    for i, item in enumerate(value):
+        where = f"planes[{i}]"
+        if not isinstance(item, dict):
+            raise TopologyError(source, where, "must be a mapping with name, nic, ipv4, ipv6")
+        _check_keys(source, where, item, PLANE_KEYS, tuple(sorted(PLANE_KEYS)))
+        name = item["name"]
+        if not isinstance(name, str) or not PLANE_NAME_RE.match(name):
+            raise TopologyError(source, f"{where}.name", f"must be lowercase letters/digits, not {name!r}")
+        nic = item["nic"]
+        _check_ifname(source, f"{where}.nic", nic)
+        ipv4 = _prefix(source, f"{where}.ipv4", item["ipv4"], 4, LAB_IPV4_RANGE, 24, racks)
+        ipv6 = _prefix(source, f"{where}.ipv6", item["ipv6"], 6, LAB_IPV6_RANGE, 64, racks)
+        for j, other in enumerate(planes):
+            if other.name == name:
+                raise TopologyError(source, f"{where}.name", f"duplicate plane name {name!r} (also planes[{j}])")
+            if other.nic == nic:
+                raise TopologyError(source, f"{where}.nic", f"duplicate interface {nic!r} (also planes[{j}])")
+            if other.ipv4.overlaps(ipv4):
+                raise TopologyError(source, f"{where}.ipv4", f"{ipv4} overlaps planes[{j}].ipv4 {other.ipv4}")
+            if other.ipv6.overlaps(ipv6):
+                raise TopologyError(source, f"{where}.ipv6", f"{ipv6} overlaps planes[{j}].ipv6 {other.ipv6}")
+        planes.append(PlaneSpec(name=name, nic=nic, ipv4=ipv4, ipv6=ipv6))  # type: ignore[arg-type]
+    return tuple(planes)
+
+
+def _prefix(
+    source: str, where: str, value: Any, family: int, allowed: IPv4Network | IPv6Network, subnet_len: int, racks: int
+) -> IPv4Network | IPv6Network:
+    if not isinstance(value, str):
+        raise TopologyError(source, where, f"must be an IPv{family} prefix string like {allowed}")
+    try:
+        prefix = ip_network(value, strict=True)
+    except ValueError as exc:
+        raise TopologyError(source, where, f"invalid IPv{family} prefix {value!r}: {exc}") from None
+    if prefix.version != family:
+        raise TopologyError(source, where, f"{value} is not an IPv{family} prefix")
+    if not prefix.subnet_of(allowed):  # type: ignore[arg-type]
+        raise TopologyError(source, where, f"{value} is outside {allowed}, the only range lab traffic may use")
+    # Subnet 0 holds routed transit links, subnets 1..racks the racks.
+    needed = math.ceil(math.log2(racks + 1))
+    if prefix.prefixlen > subnet_len - needed:
+        raise TopologyError(
+            source, where, f"{value} is too small: {racks} racks need /{subnet_len} subnets 0..{racks}, "
+            f"so at most a /{subnet_len - needed}"
+        )
+    return prefix
+
+
+def _hosts_per_rack(source: str, value: Any, racks: int) -> tuple[int, ...]:
+    if isinstance(value, list):
+        if len(value) != racks:
+            raise TopologyError(source, "hosts_per_rack", f"list has {len(value)} entries but racks is {racks}")
+        return tuple(_int(source, f"hosts_per_rack[{i}]", v, 1, MAX_HOSTS_PER_RACK) for i, v in enumerate(value))
+    return (_int(source, "hosts_per_rack", value, 1, MAX_HOSTS_PER_RACK),) * racks
+
+
+def _int(source: str, where: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TopologyError(source, where, f"must be an integer, not {value!r}")
+    if not low <= value <= high:
+        raise TopologyError(source, where, f"must be between {low} and {high}, not {value}")
+    return value
+
+
+def _check_keys(source: str, where: str, doc: dict, allowed: set[str], required: tuple[str, ...]) -> None:
+    prefix = f"{where}." if where else ""
+    for key in doc:
+        if key not in allowed:
+            raise TopologyError(
+                source, f"{prefix}{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})"
+            )
+    for key in required:
+        if key not in doc:
+            raise TopologyError(source, f"{prefix}{key}", "required key is missing")
+
+
+def _check_lab_name(source: str, where: str, name: Any) -> None:
+    if not isinstance(name, str) or not LAB_NAME_RE.match(name):
+        raise TopologyError(
+            source, where, f"lab name must be 1-32 lowercase letters, digits or inner dashes, not {name!r}"
+        )
+
+
+def _check_ifname(source: str, where: str, name: Any) -> None:
+    if not isinstance(name, str) or not name:
+        raise TopologyError(source, where, "must be an interface name")
+    if len(name) > IFNAME_MAX:
+        raise TopologyError(
+            source, where, f"interface name {name!r} is {len(name)} characters; Linux allows at most {IFNAME_MAX}"
+        )
+    if not IFNAME_RE.match(name) or name in (".", "..", "lo"):
+        raise TopologyError(source, where, f"{name!r} is not a usable interface name")
+
+
+def _check_generated_names(topology: Topology) -> None:
+    """Switch names double as port names in their neighbours, so they must fit IFNAMSIZ too."""
+    from .plan import switch_names  # plan depends on this module's model
+
+    for i, plane in enumerate(topology.planes):
+        for name in switch_names(topology, plane.name):
+            if len(name) > IFNAME_MAX:
+                raise TopologyError(
+                    topology.source,
+                    f"planes[{i}].name",
+                    f"switch {name!r} is {len(name)} characters, but it is also the name of its "
+                    f"neighbours' ports and Linux allows at most {IFNAME_MAX}",
+                )
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int) -> None:
+        super().__init__(key)
+        self.key = key
+        self.line = line
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys instead of silently keeping the last."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # type: ignore[override]
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)

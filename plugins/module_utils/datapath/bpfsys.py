@@ -1,0 +1,246 @@
+"""The few bpf(2) commands edgeft needs, through ctypes (stdlib only).
+
+A process that did not compile the programs (agent, status CLI, later module
+runs) reaches the pinned maps with these, without bcc or bpftool. The attr
+structs are prefixes of the kernel's `union bpf_attr` variants: the kernel
+accepts a shorter attr and zero-fills the rest.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import (
+    BpfSyscallError,
+    DatapathError,
+)
+
+# __NR_bpf per architecture (asm/unistd*.h).
+_NR_BPF = {
+    "x86_64": 321,
+    "aarch64": 280,
+    "riscv64": 280,
+    "loongarch64": 280,
+    "ppc64le": 361,
+    "ppc64": 361,
+    "s390x": 351,
+    "armv7l": 386,
+    "i686": 357,
+}
+
+# enum bpf_cmd
+MAP_LOOKUP_ELEM = 1
+MAP_UPDATE_ELEM = 2
+MAP_DELETE_ELEM = 3
+MAP_GET_NEXT_KEY = 4
+OBJ_PIN = 6
+OBJ_GET = 7
+PROG_TEST_RUN = 10
+OBJ_GET_INFO_BY_FD = 15
+
+# map update flags
+BPF_ANY = 0
+BPF_NOEXIST = 1
+BPF_EXIST = 2
+
+BPF_FS_MAGIC = 0xCAFE4A11
+
+_libc = None
+
+
+class MapElemAttr(ctypes.Structure):
+    _fields_ = [
+        ("map_fd", ctypes.c_uint32),
+        ("_pad", ctypes.c_uint32),
+        ("key", ctypes.c_uint64),
+        ("value", ctypes.c_uint64),  # or next_key
+        ("flags", ctypes.c_uint64),
+    ]
+
+
+class ObjAttr(ctypes.Structure):
+    _fields_ = [
+        ("pathname", ctypes.c_uint64),
+        ("bpf_fd", ctypes.c_uint32),
+        ("file_flags", ctypes.c_uint32),
+    ]
+
+
+class InfoAttr(ctypes.Structure):
+    _fields_ = [
+        ("bpf_fd", ctypes.c_uint32),
+        ("info_len", ctypes.c_uint32),
+        ("info", ctypes.c_uint64),
+    ]
+
+
+class TestRunAttr(ctypes.Structure):
+    _fields_ = [
+        ("prog_fd", ctypes.c_uint32),
+        ("retval", ctypes.c_uint32),
+        ("data_size_in", ctypes.c_uint32),
+        ("data_size_out", ctypes.c_uint32),
+        ("data_in", ctypes.c_uint64),
+        ("data_out", ctypes.c_uint64),
+        ("repeat", ctypes.c_uint32),
+        ("duration", ctypes.c_uint32),
+        ("ctx_size_in", ctypes.c_uint32),
+        ("ctx_size_out", ctypes.c_uint32),
+        ("ctx_in", ctypes.c_uint64),
+        ("ctx_out", ctypes.c_uint64),
+        ("flags", ctypes.c_uint32),
+        ("cpu", ctypes.c_uint32),
+        ("batch_size", ctypes.c_uint32),
+    ]
+
+
+class ProgInfo(ctypes.Structure):
+    """Prefix of struct bpf_prog_info up to name."""
+
+    _fields_ = [
+        ("type", ctypes.c_uint32),
+        ("id", ctypes.c_uint32),
+        ("tag", ctypes.c_uint8 * 8),
+        ("jited_prog_len", ctypes.c_uint32),
+        ("xlated_prog_len", ctypes.c_uint32),
+        ("jited_prog_insns", ctypes.c_uint64),
+        ("xlated_prog_insns", ctypes.c_uint64),
+        ("load_time", ctypes.c_uint64),
+        ("created_by_uid", ctypes.c_uint32),
+        ("nr_map_ids", ctypes.c_uint32),
+        ("map_ids", ctypes.c_uint64),
+        ("name", ctypes.c_char * 16),
+    ]
+
+
+class MapInfo(ctypes.Structure):
+    """Prefix of struct bpf_map_info up to name."""
+
+    _fields_ = [
+        ("type", ctypes.c_uint32),
+        ("id", ctypes.c_uint32),
+        ("key_size", ctypes.c_uint32),
+        ("value_size", ctypes.c_uint32),
+        ("max_entries", ctypes.c_uint32),
+        ("map_flags", ctypes.c_uint32),
+        ("name", ctypes.c_char * 16),
+    ]
+
+
+def _syscall():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+    return _libc.syscall
+
+
+def bpf(cmd: int, attr: ctypes.Structure, what: str) -> int:
+    """Run one bpf(2) command; raise BpfSyscallError naming `what` on failure."""
+    nr = _NR_BPF.get(platform.machine())
+    if nr is None:
+        raise DatapathError("bpf(2) syscall number unknown for %s" % platform.machine())
+    ret = _syscall()(
+        ctypes.c_long(nr), ctypes.c_int(cmd), ctypes.byref(attr), ctypes.c_uint(ctypes.sizeof(attr))
+    )
+    if ret < 0:
+        err = ctypes.get_errno()
+        fix = "run as root (CAP_BPF + CAP_NET_ADMIN)" if err == 1 else ""
+        raise BpfSyscallError(what, err, fix)
+    return ret
+
+
+def addr(obj) -> int:
+    """Address of a ctypes object, as the u64 the kernel wants."""
+    return ctypes.addressof(obj) if obj is not None else 0
+
+
+def obj_get(path: str) -> int:
+    """fd of the object pinned at path (caller closes it)."""
+    p = ctypes.create_string_buffer(os.fsencode(path))
+    return bpf(OBJ_GET, ObjAttr(pathname=ctypes.addressof(p)), "open pinned %s" % path)
+
+
+def obj_pin(fd: int, path: str) -> None:
+    p = ctypes.create_string_buffer(os.fsencode(path))
+    bpf(OBJ_PIN, ObjAttr(pathname=ctypes.addressof(p), bpf_fd=fd), "pin %s" % path)
+
+
+def _info(fd: int, info: ctypes.Structure, what: str):
+    a = InfoAttr(bpf_fd=fd, info_len=ctypes.sizeof(info), info=ctypes.addressof(info))
+    bpf(OBJ_GET_INFO_BY_FD, a, what)
+    return info
+
+
+def prog_info(fd: int) -> ProgInfo:
+    return _info(fd, ProgInfo(), "program info of fd %d" % fd)
+
+
+def map_info(fd: int) -> MapInfo:
+    return _info(fd, MapInfo(), "map info of fd %d" % fd)
+
+
+def map_lookup(fd: int, key, value) -> bool:
+    """Fill value for key; False if the key is absent."""
+    a = MapElemAttr(map_fd=fd, key=addr(key), value=addr(value))
+    try:
+        bpf(MAP_LOOKUP_ELEM, a, "map lookup")
+    except BpfSyscallError as e:
+        if e.errno == 2:  # ENOENT
+            return False
+        raise
+    return True
+
+
+def map_update(fd: int, key, value, flags: int = BPF_ANY) -> None:
+    a = MapElemAttr(map_fd=fd, key=addr(key), value=addr(value), flags=flags)
+    bpf(MAP_UPDATE_ELEM, a, "map update")
+
+
+def map_delete(fd: int, key) -> bool:
+    """Delete key; False if it was absent."""
+    try:
+        bpf(MAP_DELETE_ELEM, MapElemAttr(map_fd=fd, key=addr(key)), "map delete")
+    except BpfSyscallError as e:
+        if e.errno == 2:
+            return False
+        raise
+    return True
+
+
+def map_next_key(fd: int, key, next_key) -> bool:
+    """Fill next_key with the key after key (None: the first); False at the end."""
+    a = MapElemAttr(map_fd=fd, key=addr(key), value=addr(next_key))
+    try:
+        bpf(MAP_GET_NEXT_KEY, a, "map iterate")
+    except BpfSyscallError as e:
+        if e.errno == 2:
+            return False
+        raise
+    return True
+
+
+def possible_cpus() -> int:
+    """Number of possible CPUs: the stride count of per-CPU map values."""
+    with open("/sys/devices/system/cpu/possible") as f:
+        spec = f.read().strip()
+    n = 0
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        n = max(n, int(hi or lo) + 1)
+    return n
+
+
+def is_bpffs(path: str) -> bool:
+    """True if path lies on a bpf filesystem (pins only work there)."""
+
+    class _Statfs(ctypes.Structure):
+        _fields_ = [("f_type", ctypes.c_long), ("_rest", ctypes.c_byte * 120)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = _Statfs()
+    if libc.statfs(os.fsencode(path), ctypes.byref(buf)) != 0:
+        return False
+    return (buf.f_type & 0xFFFFFFFF) == BPF_FS_MAGIC

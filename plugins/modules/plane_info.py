@@ -1,0 +1,154 @@
+#!/usr/bin/python
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: plane_info
+short_description: Report the state of a multihomed host's plane interfaces
+version_added: 0.1.0
+description:
+  - Reads, through netlink, the interfaces that carry a host's fabric planes
+    and reports per plane the link state (admin, carrier, operstate), MTU, MAC
+    and addresses.
+  - Compares the host with the declared planes and reports every mismatch
+    (missing interface, missing address); with O(fail_on_mismatch=true) a
+    mismatch fails the task, naming the option that does not match the host.
+  - Changes nothing on the host.
+author:
+  - edgeft maintainers (@edgeft)
+options:
+  planes:
+    description:
+      - The planes this host is declared to have, in plane order.
+      - Plane names and interfaces must be unique, and the subnets of two
+        planes must not overlap.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: Plane name, for example V(a).
+        type: str
+        required: true
+      interface:
+        description: The NIC that carries this plane.
+        type: str
+        required: true
+      ipv4:
+        description: The host's IPv4 address on this plane, with prefix length.
+        type: str
+      ipv6:
+        description: The host's IPv6 address on this plane, with prefix length.
+        type: str
+  fail_on_mismatch:
+    description:
+      - Fail when a declared interface or address is missing on the host.
+    type: bool
+    default: true
+  require_carrier:
+    description:
+      - Also treat a plane interface without carrier as a mismatch.
+    type: bool
+    default: false
+requirements:
+  - pyroute2 on the target (Debian package C(python3-pyroute2))
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - Runs inside whatever network namespace the connection places it in; with
+    the C(edgeft.failover.netns) connection it reports the namespace's interfaces.
+'''
+
+EXAMPLES = r'''
+- name: Check both planes of a dual-homed host
+  edgeft.failover.plane_info:
+    planes:
+      - name: a
+        interface: fab0
+        ipv4: 198.18.1.11/16
+      - name: b
+        interface: fab1
+        ipv4: 198.19.1.11/16
+    require_carrier: true
+  register: planes
+
+- name: Report without failing, from inventory
+  edgeft.failover.plane_info:
+    planes: "{{ edgeft_planes }}"
+    fail_on_mismatch: false
+'''
+
+RETURN = r'''
+planes:
+  description: Per declared plane, what the host has.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - name: a
+      interface: fab0
+      present: true
+      ifindex: 2
+      mac: "02:00:00:00:01:0b"
+      mtu: 1500
+      admin_up: true
+      carrier: true
+      operstate: UP
+      addresses: ["198.18.1.11/16", "fd0e:d6ef:7a00:1::b/64"]
+      missing_addresses: []
+problems:
+  description: Every mismatch between the declaration and the host, naming the option.
+  returned: always
+  type: list
+  elements: str
+  sample: ["planes[1].interface: interface 'fab1' does not exist on this host"]
+'''
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.edgeft.failover.plugins.module_utils import links
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            planes=dict(type='list', elements='dict', required=True, options=dict(
+                name=dict(type='str', required=True),
+                interface=dict(type='str', required=True),
+                ipv4=dict(type='str'),
+                ipv6=dict(type='str'),
+            )),
+            fail_on_mismatch=dict(type='bool', default=True),
+            require_carrier=dict(type='bool', default=False),
+        ),
+        supports_check_mode=True,
+    )
+    if not links.HAS_PYROUTE2:
+        module.fail_json(msg=missing_required_lib('pyroute2 (Debian: python3-pyroute2)'),
+                         exception=str(links.PYROUTE2_IMPORT_ERROR))
+    try:
+        planes = links.normalize_planes(module.params['planes'])
+    except links.PlaneSpecError as exc:
+        module.fail_json(msg=str(exc))
+    report, problems = links.plane_report(planes)
+    if module.params['require_carrier']:
+        problems.extend('%s.interface: %s has no carrier' % (p['where'], p['interface'])
+                        for p, r in zip(planes, report) if r['present'] and not r['carrier'])
+    result = dict(changed=False, planes=report, problems=problems)
+    if problems and module.params['fail_on_mismatch']:
+        module.fail_json(msg='host does not match its plane declaration: ' + '; '.join(problems), **result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls exactly this):
+# ruff, ansible-lint (production profile), ansible-test sanity, then pytest:
+# unit, BPF, connection plugin, lab integration and the molecule scenarios.
+# Installs what it needs first (scripts/bootstrap.sh). Run as root.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=scripts/bootstrap.sh
+source "${here}/bootstrap.sh"
+cd "${EDGEFT_ROOT}"
+
+stage() { printf '\n==== %s ====\n' "$*"; }
+
+stage "ruff"
+ruff check .
+
+stage "ansible-lint (production profile)"
+ansible-lint --offline
+
+stage "ansible-test sanity"
+# Its per-test virtualenvs are set up once and cached; only failures are shown in full.
+sanity_log="$(mktemp)"
+if ! "${here}/sanity.sh" >"${sanity_log}" 2>&1; then
+  grep -v "is ignored: it is neither" "${sanity_log}" | tail -n 80
+  rm -f "${sanity_log}"
+  exit 1
+fi
+grep -E '^(Running sanity test|WARNING: All targets skipped)' "${sanity_log}" | sed 's/^/  /' || true
+rm -f "${sanity_log}"
+
+stage "pytest"
+# Exit status 5 (no tests collected) fails the run like any other failure.
+python -m pytest "$@"
