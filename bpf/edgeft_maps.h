@@ -3,7 +3,7 @@
  * edgeft data path: the ONE definition of every map layout and constant.
  *
  * Python mirrors these in plugins/module_utils/datapath/layout.py; every
- * compile through datapath/compile.py appends _Static_assert()s generated from
+ * compile through datapath/build.py appends _Static_assert()s generated from
  * that mirror (sizes, offsets, constants), so the two cannot drift silently.
  *
  * Layout rules:
@@ -36,9 +36,11 @@
 #define EDGEFT_MAX_ADDRS 32768
 #endif
 
-/* edgeft_plane.flags (local plane state, written by the agent/modules) */
-#define EDGEFT_PLANE_UP 0x1      /* usable as a steering target */
-#define EDGEFT_PLANE_DRAINED 0x2 /* steer known peers off it; never a target */
+/* edgeft_plane.flags (local plane state, written by the agent/modules). A
+ * configured plane (ifindex != 0) without UP, or DRAINED, is left by known
+ * peers' traffic and is never a target; an unconfigured one is left alone. */
+#define EDGEFT_PLANE_UP 0x1
+#define EDGEFT_PLANE_DRAINED 0x2
 
 /* edgeft_peer_state.flags */
 #define EDGEFT_PEER_NO_LEARN 0x1 /* ingress never changes this peer's state */
@@ -56,10 +58,13 @@ struct edgeft_peer_ref {
 	__u8 pad[3];
 };
 
-/* edgeft_state_v1 value (key: __u32 peer id). */
+/* edgeft_state_v1 value (key: __u32 peer id).
+ * Egress on plane P to this peer passes unless P is in down_mask (or P is
+ * drained/down locally); then it goes to active_plane, else to the first
+ * usable plane, with the peer's address there as next hop. */
 struct edgeft_peer_state {
-	__u32 v4[EDGEFT_PLANE_SLOTS];                /* next hop per plane; 0 = none */
-	struct edgeft_addr v6[EDGEFT_PLANE_SLOTS];   /* all-zero = none */
+	__u32 v4[EDGEFT_PLANE_SLOTS];              /* next hop per plane; 0 = none */
+	struct edgeft_addr v6[EDGEFT_PLANE_SLOTS]; /* all-zero = none */
 	__u8 active_plane; /* preferred target when traffic must leave its plane */
 	__u8 down_mask;    /* bit p: plane p judged broken towards this peer */
 	__u8 flags;        /* EDGEFT_PEER_* */
@@ -75,14 +80,16 @@ struct edgeft_plane {
 
 /* edgeft_ctrs_v1 value (per-CPU, key: __u32 plane of the NIC that counted). */
 struct edgeft_counters {
-	__u64 tx_packets;      /* egress to known peers, left on this plane */
+	__u64 tx_packets;         /* egress to known peers, left on this plane */
 	__u64 tx_bytes;
-	__u64 steered_packets; /* egress to known peers, redirected off this plane */
+	__u64 steered_packets;    /* egress to known peers, redirected off this plane */
 	__u64 steered_bytes;
-	__u64 steer_skipped;   /* should leave this plane, but no usable target */
-	__u64 rx_packets;      /* ingress from known peers */
+	__u64 steer_skipped;      /* should leave this plane, but no usable target */
+	__u64 steered_in_packets; /* redirected onto this plane (counted by the source) */
+	__u64 steered_in_bytes;
+	__u64 rx_packets;         /* ingress from known peers */
 	__u64 rx_bytes;
-	__u64 learned;         /* ingress moved a peer onto this plane */
+	__u64 learned;            /* ingress moved a peer onto this plane */
 };
 
 /* edgeft_seen_v1: __u64 last rx ns (bpf_ktime_get_ns, CLOCK_MONOTONIC),
@@ -94,7 +101,7 @@ struct edgeft_counters {
 
 /*
  * Map declarations (only when compiled by bcc: Python includes nothing).
- * With EDGEFT_PIN_DIR (a string, e.g. -DEDGEFT_PIN_DIR="\"/sys/fs/bpf/edgeft\"")
+ * With EDGEFT_PIN_DIR (a string literal: argv -DEDGEFT_PIN_DIR="/sys/fs/bpf/edgeft")
  * bcc opens <dir>/<name> if pinned, else creates and pins it, so agents and
  * reloads share one set of maps per host.
  */

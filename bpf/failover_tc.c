@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * edgeft L2 failover: tc clsact direct-action programs for ONE plane NIC.
- * Build once per plane with -DEDGEFT_PLANE=<index> (datapath/compile.py).
+ * Build once per plane with -DEDGEFT_PLANE=<index> (datapath/build.py).
  *
  *   edgeft_egress : steer packets to a known peer off this plane when this
  *                   plane is unusable towards it (bpf_redirect_neigh, IP
@@ -76,6 +76,11 @@ static __always_inline void edgeft_v4_key(struct edgeft_addr *a, __u32 addr)
 	a->w[3] = addr;
 }
 
+static __always_inline int edgeft_v4_mapped(const __u32 *w)
+{
+	return w[0] == 0 && w[1] == 0 && w[2] == bpf_htonl(0x0000ffff);
+}
+
 /*
  * 0 for an untagged unicast IPv4/IPv6 frame whose fixed IP header is present;
  * -1 for anything else (passed unmodified by the callers). IPv4 options,
@@ -103,6 +108,10 @@ static __always_inline int edgeft_parse(struct __sk_buff *skb, struct edgeft_pkt
 			return -1;
 		if ((h.ver_ihl >> 4) != 4 || (h.ver_ihl & 0xf) < 5)
 			return -1;
+		/* Options must be present too. tot_len is not checked: it is 0 in
+		 * BIG TCP GSO packets, which must still be steered. */
+		if (skb->len < ETH_HLEN + (h.ver_ihl & 0xf) * 4)
+			return -1;
 		if ((bpf_ntohl(h.daddr) >> 28) >= 0xe) /* multicast, class E, broadcast */
 			return -1;
 		edgeft_v4_key(&p->src, h.saddr);
@@ -118,6 +127,9 @@ static __always_inline int edgeft_parse(struct __sk_buff *skb, struct edgeft_pkt
 		if ((bpf_ntohl(h.ver_tc_flow) >> 28) != 6)
 			return -1;
 		if ((bpf_ntohl(h.daddr[0]) >> 24) == 0xff) /* multicast */
+			return -1;
+		/* ::ffff:a.b.c.d never appears on the wire; it is our IPv4 key space */
+		if (edgeft_v4_mapped(h.saddr) || edgeft_v4_mapped(h.daddr))
 			return -1;
 		__builtin_memcpy(p->src.w, h.saddr, sizeof(p->src.w));
 		__builtin_memcpy(p->dst.w, h.daddr, sizeof(p->dst.w));
@@ -187,7 +199,7 @@ int edgeft_egress(struct __sk_buff *skb)
 
 	/* Target: the peer's active plane, else the first usable one. */
 	struct bpf_redir_neigh nh = {};
-	__u32 ifindex = 0;
+	__u32 ifindex = 0, target = 0;
 
 #pragma unroll
 	for (int i = 0; i <= EDGEFT_MAX_PLANES; i++) {
@@ -201,6 +213,7 @@ int edgeft_egress(struct __sk_buff *skb)
 		if (!edgeft_plane_ok(cfg) || !edgeft_nexthop(st, t, p.family, &nh))
 			continue;
 		ifindex = cfg->ifindex;
+		target = t;
 		break;
 	}
 	if (!ifindex) {
@@ -211,6 +224,11 @@ int edgeft_egress(struct __sk_buff *skb)
 	if (c) {
 		c->steered_packets++;
 		c->steered_bytes += skb->len;
+	}
+	struct edgeft_counters *in = edgeft_ctrs_v1.lookup(&target);
+	if (in) {
+		in->steered_in_packets++;
+		in->steered_in_bytes += skb->len;
 	}
 	return edgeft_redirect_neigh(ifindex, &nh, sizeof(nh), 0);
 }

@@ -1,15 +1,36 @@
-"""Shared test setup: make the collection importable as ansible_collections.edgeft.failover."""
+"""Shared test setup: resolve edgeft.failover.* the way Ansible does.
+
+Ansible's collection finder is installed once for the whole suite (as ansible-test's
+pytest plugin does), over .build/collections where scripts/bootstrap.sh links the
+checkout, so module_utils import by their collection path exactly as on a target,
+and the plugin loader finds edgeft.failover.netns.
+"""
 
 import os
+import pathlib
 import sys
+import warnings
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(ROOT, '.build', 'collections')
-
-# scripts/bootstrap.sh links the checkout there; module_utils are imported by
-# their collection path, exactly as Ansible imports them on a target.
-if COLLECTIONS not in sys.path:
-    sys.path.insert(0, COLLECTIONS)
-LAB = os.path.join(ROOT, 'lab')
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LAB = str(ROOT / 'lab')
 if LAB not in sys.path:
     sys.path.insert(0, LAB)
+
+
+def _collections_path():
+    # An ansible-test style checkout at .../ansible_collections/edgeft/failover.
+    if ROOT.parent.parent.name == 'ansible_collections':
+        return str(ROOT.parent.parent.parent)
+    return str(ROOT / '.build' / 'collections')
+
+
+def pytest_configure(config):
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.utils.collection_loader import AnsibleCollectionConfig
+
+    if AnsibleCollectionConfig.collection_finder is None:
+        paths = [_collections_path()]
+        paths += [p for p in os.environ.get('ANSIBLE_COLLECTIONS_PATH', '').split(os.pathsep) if p]
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            init_plugin_loader(paths)

@@ -318,7 +318,7 @@ class _StrictLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # type: ignore[override]
         seen: set[Any] = set()
-        for key_node, _ in node.value:
+        for key_node, _value_node in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise _DuplicateKey(str(key), key_node.start_mark.line + 1)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: netns
-author: edgeft maintainers (@edgeft)
+author:
+  - edgeft maintainers (@edgeft)
 short_description: Run tasks inside a network namespace of the controller
 description:
   - Runs commands and transfers files inside an existing Linux network namespace on the Ansible
@@ -89,6 +90,7 @@ EXAMPLES = r"""
     - name: List links inside the namespace
       ansible.builtin.command: ip -o link show
       register: links
+      changed_when: false
 """
 
 import getpass
@@ -243,7 +245,8 @@ class Connection(ConnectionBase):
         try:
             in_file = open(b_in_path, 'rb')
         except FileNotFoundError:
-            raise AnsibleFileNotFound(f"edgeft.failover.netns: file or module does not exist: {to_native(in_path)}") from None
+            raise AnsibleFileNotFound(
+                f"edgeft.failover.netns: file or module does not exist: {to_native(in_path)}") from None
         except OSError as ex:
             raise AnsibleError(f"edgeft.failover.netns: cannot read {to_native(in_path)!r}: {ex.strerror}") from ex
 

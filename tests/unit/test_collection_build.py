@@ -26,12 +26,14 @@ def test_build_and_install(tmp_path):
     assert clutter == []
 
     dest = tmp_path / 'collections'
+    # Only the fresh path is configured, so the checkout's own link does not count as installed.
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(dest))
     subprocess.run(['ansible-galaxy', 'collection', 'install', '--offline', '-p', str(dest), str(tarballs[0])],
-                   check=True, capture_output=True, text=True)
+                   check=True, capture_output=True, text=True, env=env)
     installed = dest / 'ansible_collections' / 'edgeft' / 'failover'
     assert (installed / 'MANIFEST.json').is_file()
     listing = subprocess.run(['ansible-galaxy', 'collection', 'list', '-p', str(dest), 'edgeft.failover'],
-                             check=True, capture_output=True, text=True, env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(dest)))
+                             check=True, capture_output=True, text=True, env=env)
     assert 'edgeft.failover' in listing.stdout
 
 

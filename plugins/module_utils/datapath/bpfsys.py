@@ -38,6 +38,7 @@ MAP_GET_NEXT_KEY = 4
 OBJ_PIN = 6
 OBJ_GET = 7
 PROG_TEST_RUN = 10
+MAP_GET_FD_BY_ID = 14
 OBJ_GET_INFO_BY_FD = 15
 
 # map update flags
@@ -68,6 +69,10 @@ class ObjAttr(ctypes.Structure):
     ]
 
 
+class IdAttr(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint32), ("next_id", ctypes.c_uint32), ("open_flags", ctypes.c_uint32)]
+
+
 class InfoAttr(ctypes.Structure):
     _fields_ = [
         ("bpf_fd", ctypes.c_uint32),
@@ -76,7 +81,7 @@ class InfoAttr(ctypes.Structure):
     ]
 
 
-class TestRunAttr(ctypes.Structure):
+class ProgRunAttr(ctypes.Structure):
     _fields_ = [
         ("prog_fd", ctypes.c_uint32),
         ("retval", ctypes.c_uint32),
@@ -142,9 +147,7 @@ def bpf(cmd: int, attr: ctypes.Structure, what: str) -> int:
     nr = _NR_BPF.get(platform.machine())
     if nr is None:
         raise DatapathError("bpf(2) syscall number unknown for %s" % platform.machine())
-    ret = _syscall()(
-        ctypes.c_long(nr), ctypes.c_int(cmd), ctypes.byref(attr), ctypes.c_uint(ctypes.sizeof(attr))
-    )
+    ret = _syscall()(ctypes.c_long(nr), ctypes.c_int(cmd), ctypes.byref(attr), ctypes.c_uint(ctypes.sizeof(attr)))
     if ret < 0:
         err = ctypes.get_errno()
         fix = "run as root (CAP_BPF + CAP_NET_ADMIN)" if err == 1 else ""
@@ -176,6 +179,19 @@ def _info(fd: int, info: ctypes.Structure, what: str):
 
 def prog_info(fd: int) -> ProgInfo:
     return _info(fd, ProgInfo(), "program info of fd %d" % fd)
+
+
+def prog_map_ids(fd: int) -> list:
+    """Ids of the maps a loaded program uses (to prove which pins it shares)."""
+    n = prog_info(fd).nr_map_ids
+    ids = (ctypes.c_uint32 * max(n, 1))()
+    info = ProgInfo(nr_map_ids=n, map_ids=ctypes.addressof(ids))
+    _info(fd, info, "map ids of program fd %d" % fd)
+    return list(ids[: min(n, info.nr_map_ids)])
+
+
+def map_fd_by_id(map_id: int) -> int:
+    return bpf(MAP_GET_FD_BY_ID, IdAttr(id=map_id), "open map id %d" % map_id)
 
 
 def map_info(fd: int) -> MapInfo:
@@ -228,8 +244,7 @@ def possible_cpus() -> int:
         spec = f.read().strip()
     n = 0
     for part in spec.split(","):
-        lo, _, hi = part.partition("-")
-        n = max(n, int(hi or lo) + 1)
+        n = max(n, int(part.split("-")[-1]) + 1)  # "0-3" or "0,2-5"
     return n
 
 

@@ -1,0 +1,194 @@
+"""Compile and load the tc programs of one plane NIC with bcc.
+
+bcc is imported lazily so this module (and all of module_utils) imports on a
+controller or target without it; compile_plane() then fails with the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections import namedtuple
+
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys, layout, layout_check
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import (
+    BccMissingError,
+    CompileError,
+    DatapathError,
+    HeadersMissingError,
+)
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps, check_map
+
+SOURCE = "failover_tc.c"
+PROGRAMS = {"egress": "edgeft_egress", "ingress": "edgeft_ingress"}
+
+ProgInfo = namedtuple("ProgInfo", "name fd id tag")
+
+
+def default_bpf_dir() -> str:
+    """bpf/ of the collection checkout this file lives in (modules pass their own)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "..", "bpf"))
+
+
+def import_bcc():
+    try:
+        import bcc  # noqa: F401  pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise BccMissingError(
+            "bcc's Python bindings are missing (%s): install the Debian/Ubuntu package python3-bpfcc "
+            "and run with the system python3 (PyPI 'bcc' is an unrelated project)" % e
+        ) from e
+    return bcc
+
+
+def check_headers() -> None:
+    """bcc needs kernel headers; say which package when they are missing."""
+    if os.environ.get("BCC_KERNEL_SOURCE"):
+        return
+    rel = os.uname().release
+    build = os.path.join("/lib/modules", rel, "build")
+    if not os.path.isdir(os.path.join(build, "include")):
+        raise HeadersMissingError(
+            "no kernel headers at %s: install linux-headers-%s (or, for a kernel without packaged "
+            "headers, link %s to a linux-headers-*-<arch> tree: packet programs only use UAPI headers)" % (build, rel, build)
+        )
+
+
+def prog_info(name: str, fd: int) -> ProgInfo:
+    info = bpfsys.prog_info(fd)
+    return ProgInfo(name, fd, info.id, bytes(info.tag).hex())
+
+
+@contextlib.contextmanager
+def _captured_stderr():
+    """bcc/clang/verifier write diagnostics to fd 2; keep them for the error."""
+    buf = {"text": ""}
+    with tempfile.TemporaryFile() as tmp:
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield buf
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            buf["text"] = tmp.read().decode("utf-8", "replace")
+
+
+@contextlib.contextmanager
+def _pin_dir_lock(pin_dir: str):
+    """Serialise compiles sharing a pin dir: bcc's open-or-create is not atomic."""
+    if pin_dir is None:
+        yield
+        return
+    fd = os.open(pin_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def prepare_pin_dir(pin_dir: str, tun: dict) -> None:
+    """Create pin_dir on a bpffs and refuse pins of another layout or size."""
+    if '"' in pin_dir or "\\" in pin_dir or not os.path.isabs(pin_dir):
+        raise DatapathError("pin dir %r must be an absolute path without quotes or backslashes" % pin_dir)
+    os.makedirs(pin_dir, exist_ok=True)
+    if not bpfsys.is_bpffs(pin_dir):
+        raise DatapathError(
+            "%s is not on a bpf filesystem: mount one first (mount -t bpf bpf <dir>); inside "
+            "'ip netns exec' /sys/fs/bpf is hidden, so use a bpffs outside /sys there" % pin_dir
+        )
+    for spec in layout.MAPS:
+        path = os.path.join(pin_dir, spec.name)
+        if os.path.exists(path):
+            fd = bpfsys.obj_get(path)
+            try:
+                check_map(fd, spec, spec.max_entries(tun), " (pinned at %s)" % path)
+            finally:
+                os.close(fd)
+
+
+class CompiledPlane:
+    """The loaded programs of one plane, and the maps they use.
+
+    Keep it alive while the programs are needed and not yet attached; close()
+    releases this process's fds (attached programs and pinned maps live on).
+    """
+
+    def __init__(self, plane: int, bpf, progs: dict, tunables: dict, pin_dir: str) -> None:
+        self.plane = plane
+        self.bpf = bpf
+        self.progs = progs
+        self.tunables = tunables
+        self.pin_dir = pin_dir
+        self.maps = DatapathMaps.from_fds({m.name: bpf[m.name.encode()].map_fd for m in layout.MAPS})
+
+    def close(self) -> None:
+        if self.bpf is not None:
+            self.bpf.cleanup()
+            self.bpf = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def compile_plane(
+    plane: int,
+    pin_dir: str = None,
+    bpf_dir: str = None,
+    tunables: dict = None,
+) -> CompiledPlane:
+    """Compile and load egress+ingress for the NIC of `plane`.
+
+    pin_dir: bpffs directory of this host's maps (opened if pinned, else created
+    and pinned); None keeps the maps private to the returned object.
+    tunables: overrides of layout.TUNABLES (EDGEFT_MAX_PEERS, ...).
+    """
+    tun = layout.tunables(tunables)
+    if not 0 <= plane < tun["EDGEFT_MAX_PLANES"]:
+        raise DatapathError("plane %d out of range 0..%d (EDGEFT_MAX_PLANES)" % (plane, tun["EDGEFT_MAX_PLANES"] - 1))
+    bcc = import_bcc()
+    check_headers()
+    bpf_dir = bpf_dir or default_bpf_dir()
+    with open(os.path.join(bpf_dir, SOURCE)) as f:
+        text = f.read() + "\n" + layout_check.c_asserts(tun)
+    cflags = ["-I%s" % bpf_dir, "-DEDGEFT_PLANE=%d" % plane]
+    cflags += ["-D%s=%d" % kv for kv in sorted(tun.items())]
+    if pin_dir is not None:
+        pin_dir = os.path.normpath(pin_dir)
+        prepare_pin_dir(pin_dir, tun)
+        cflags.append('-DEDGEFT_PIN_DIR="%s"' % pin_dir)
+    with _pin_dir_lock(pin_dir):
+        b, progs = _load(bcc, text, cflags, plane)
+    try:
+        for spec in layout.MAPS:
+            check_map(b[spec.name.encode()].map_fd, spec, spec.max_entries(tun))
+        return CompiledPlane(plane, b, progs, tun, pin_dir)
+    except Exception:
+        b.cleanup()
+        raise
+
+
+def _load(bcc, text: str, cflags: list, plane: int):
+    b = None
+    with _captured_stderr() as err:
+        try:
+            # bcc wants the text as bytes (str is deprecated and warns)
+            b = bcc.BPF(text=text.encode(), cflags=cflags)
+            progs = {}
+            for role, fn in PROGRAMS.items():
+                progs[role] = prog_info(fn, b.load_func(fn.encode(), bcc.BPF.SCHED_CLS).fd)
+        except Exception as e:  # bcc raises bare Exception for compile/verifier errors
+            failure = e
+        else:
+            return b, progs
+    if b is not None:
+        b.cleanup()
+    raise CompileError("edgeft programs for plane %d failed to build or load: %s\n%s" % (plane, failure, err["text"]))

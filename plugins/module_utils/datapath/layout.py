@@ -1,0 +1,133 @@
+"""ctypes mirror of bpf/edgeft_maps.h (the one definition of the map layouts).
+
+Why a mirror: processes that only read or fill the pinned maps (agent, status,
+the peer-table module) must work without a C compiler, and parsing C is
+fragile. The mirror is never trusted blindly: every compile appends
+_Static_assert()s generated from it (layout_check.c_asserts), loaded maps are
+checked against MapSpec (type, key/value size, max_entries), and a unit test
+compares it field by field with the types bcc derives from the header.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections import namedtuple
+
+LAYOUT_VERSION = 1
+PLANE_SLOTS = 4
+PLANE_NONE = 255
+
+PLANE_UP = 0x1
+PLANE_DRAINED = 0x2
+PEER_NO_LEARN = 0x1
+
+# Fixed constants: asserted equal in every compile.
+CONSTANTS = {
+    "EDGEFT_LAYOUT_VERSION": LAYOUT_VERSION,
+    "EDGEFT_PLANE_SLOTS": PLANE_SLOTS,
+    "EDGEFT_PLANE_NONE": PLANE_NONE,
+    "EDGEFT_PLANE_UP": PLANE_UP,
+    "EDGEFT_PLANE_DRAINED": PLANE_DRAINED,
+    "EDGEFT_PEER_NO_LEARN": PEER_NO_LEARN,
+}
+
+# Overridable with -D<name>=<value>; the header's defaults.
+TUNABLES = {
+    "EDGEFT_MAX_PLANES": 2,
+    "EDGEFT_MAX_PEERS": 4096,
+    "EDGEFT_MAX_ADDRS": 32768,
+    "EDGEFT_SEEN_RES_NS": 100000,
+}
+
+# enum bpf_map_type values used here
+MAP_HASH = 1
+MAP_ARRAY = 2
+MAP_PERCPU_ARRAY = 6
+
+
+class Addr(ctypes.Structure):
+    """struct edgeft_addr: IPv6, or IPv4 as ::ffff:a.b.c.d; network order."""
+
+    c_name = "edgeft_addr"
+    _fields_ = [("w", ctypes.c_uint32 * 4)]
+
+
+class PeerRef(ctypes.Structure):
+    c_name = "edgeft_peer_ref"
+    _fields_ = [
+        ("peer_id", ctypes.c_uint32),
+        ("plane", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8 * 3),
+    ]
+
+
+class PeerState(ctypes.Structure):
+    c_name = "edgeft_peer_state"
+    _fields_ = [
+        ("v4", ctypes.c_uint32 * PLANE_SLOTS),
+        ("v6", Addr * PLANE_SLOTS),
+        ("active_plane", ctypes.c_uint8),
+        ("down_mask", ctypes.c_uint8),
+        ("flags", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8 * 5),
+        ("changed_ns", ctypes.c_uint64),
+    ]
+
+
+class Plane(ctypes.Structure):
+    c_name = "edgeft_plane"
+    _fields_ = [("ifindex", ctypes.c_uint32), ("flags", ctypes.c_uint32)]
+
+
+class Counters(ctypes.Structure):
+    c_name = "edgeft_counters"
+    _fields_ = [
+        ("tx_packets", ctypes.c_uint64),
+        ("tx_bytes", ctypes.c_uint64),
+        ("steered_packets", ctypes.c_uint64),
+        ("steered_bytes", ctypes.c_uint64),
+        ("steer_skipped", ctypes.c_uint64),
+        ("steered_in_packets", ctypes.c_uint64),
+        ("steered_in_bytes", ctypes.c_uint64),
+        ("rx_packets", ctypes.c_uint64),
+        ("rx_bytes", ctypes.c_uint64),
+        ("learned", ctypes.c_uint64),
+    ]
+
+
+STRUCTS = (Addr, PeerRef, PeerState, Plane, Counters)
+
+MapSpec = namedtuple("MapSpec", "name map_type key value max_entries")
+"""max_entries(tunables dict) -> int, the same expression as the header's."""
+
+MAPS = (
+    MapSpec("edgeft_peers_v1", MAP_HASH, Addr, PeerRef, lambda t: t["EDGEFT_MAX_ADDRS"]),
+    MapSpec("edgeft_state_v1", MAP_HASH, ctypes.c_uint32, PeerState, lambda t: t["EDGEFT_MAX_PEERS"]),
+    MapSpec(
+        "edgeft_seen_v1",
+        MAP_ARRAY,
+        ctypes.c_uint32,
+        ctypes.c_uint64,
+        lambda t: t["EDGEFT_MAX_PEERS"] * PLANE_SLOTS,
+    ),
+    MapSpec("edgeft_plane_v1", MAP_ARRAY, ctypes.c_uint32, Plane, lambda t: PLANE_SLOTS),
+    MapSpec("edgeft_ctrs_v1", MAP_PERCPU_ARRAY, ctypes.c_uint32, Counters, lambda t: PLANE_SLOTS),
+)
+MAPS_BY_NAME = {m.name: m for m in MAPS}
+
+
+def tunables(overrides: dict = None) -> dict:
+    """Header defaults with overrides applied; unknown names are an error."""
+    out = dict(TUNABLES)
+    for k, v in (overrides or {}).items():
+        if k not in out:
+            raise ValueError("unknown data path tunable %r (known: %s)" % (k, ", ".join(sorted(out))))
+        out[k] = int(v)
+    if not 1 <= out["EDGEFT_MAX_PLANES"] <= PLANE_SLOTS:
+        raise ValueError("EDGEFT_MAX_PLANES must be 1..%d" % PLANE_SLOTS)
+    return out
+
+
+def seen_slot(peer_id: int, plane: int) -> int:
+    """Index into edgeft_seen_v1 (same formula as the C side)."""
+    return peer_id * PLANE_SLOTS + plane

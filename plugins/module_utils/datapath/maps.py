@@ -1,0 +1,271 @@
+"""Typed access to the edgeft maps, by fd: from a bcc object or from pins.
+
+One code path (raw bpf(2) on an fd) serves both the process that compiled the
+programs and any other one that opens the pins, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import addresses, bpfsys, layout
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import (
+    DatapathError,
+    LayoutMismatchError,
+)
+
+
+def check_map(fd: int, spec: layout.MapSpec, max_entries: int = None, where: str = "") -> bpfsys.MapInfo:
+    """Raise LayoutMismatchError unless the map behind fd matches spec."""
+    info = bpfsys.map_info(fd)
+    want = (spec.map_type, ctypes.sizeof(spec.key), ctypes.sizeof(spec.value))
+    have = (info.type, info.key_size, info.value_size)
+    if have != want or (max_entries is not None and info.max_entries != max_entries):
+        raise LayoutMismatchError(
+            "map %s%s has (type, key size, value size) %s and max_entries %d, this edgeft expects %s and %s: "
+            "it was created by another build; remove the pin (its state is lost) or build with the "
+            "same EDGEFT_MAX_* values" % (spec.name, where, have, info.max_entries, want, max_entries or "any")
+        )
+    return info
+
+
+class MapHandle:
+    """One map: spec + fd; values are ctypes instances of spec.value."""
+
+    def __init__(self, spec: layout.MapSpec, fd: int, owned: bool = False) -> None:
+        self.spec = spec
+        self.fd = fd
+        self._owned = owned
+        self.percpu = spec.map_type == layout.MAP_PERCPU_ARRAY
+        self.ncpus = bpfsys.possible_cpus() if self.percpu else 1
+
+    def close(self) -> None:
+        if self._owned and self.fd >= 0:
+            os.close(self.fd)
+        self.fd = -1
+
+    def _key(self, key):
+        return self.spec.key(key) if isinstance(key, int) else key
+
+    def _buffer(self):
+        if not self.percpu:
+            return self.spec.value()
+        stride = (ctypes.sizeof(self.spec.value) + 7) & ~7
+        return (ctypes.c_uint8 * (stride * self.ncpus))()
+
+    def get(self, key):
+        """Value for key, or None; per-CPU maps give a list, one value per CPU."""
+        buf = self._buffer()
+        if not bpfsys.map_lookup(self.fd, self._key(key), buf):
+            return None
+        if not self.percpu:
+            return buf
+        stride = len(buf) // self.ncpus
+        return [self.spec.value.from_buffer_copy(buf, i * stride) for i in range(self.ncpus)]
+
+    def put(self, key, value, flags: int = bpfsys.BPF_ANY) -> None:
+        if self.percpu:
+            buf = self._buffer()
+            stride = len(buf) // self.ncpus
+            values = value if isinstance(value, (list, tuple)) else [value] * self.ncpus
+            for i, v in enumerate(values):
+                ctypes.memmove(ctypes.addressof(buf) + i * stride, ctypes.addressof(v), ctypes.sizeof(v))
+            value = buf
+        elif isinstance(value, int):
+            value = self.spec.value(value)
+        bpfsys.map_update(self.fd, self._key(key), value, flags)
+
+    def delete(self, key) -> bool:
+        return bpfsys.map_delete(self.fd, self._key(key))
+
+    def keys(self):
+        """All keys (a snapshot; concurrent deletes may end the walk early)."""
+        out = []
+        cur = None
+        while True:
+            nxt = self.spec.key()
+            if not bpfsys.map_next_key(self.fd, cur, nxt):
+                return out
+            out.append(nxt)
+            cur = nxt
+
+    def clear(self) -> None:
+        """Hash maps: delete every entry; arrays: zero every slot."""
+        if self.spec.map_type == layout.MAP_HASH:
+            for k in self.keys():
+                self.delete(k)
+            return
+        zero = self.spec.value()
+        for i in range(bpfsys.map_info(self.fd).max_entries):
+            self.put(i, zero)
+
+
+class DatapathMaps:
+    """The edgeft maps of one host, with peer/plane-level helpers."""
+
+    def __init__(self, handles: dict) -> None:
+        self.handles = handles
+        self.peers = handles["edgeft_peers_v1"]
+        self.state = handles["edgeft_state_v1"]
+        self.seen = handles["edgeft_seen_v1"]
+        self.planes = handles["edgeft_plane_v1"]
+        self.counters = handles["edgeft_ctrs_v1"]
+
+    @classmethod
+    def from_fds(cls, fds: dict, owned: bool = False) -> "DatapathMaps":
+        """fds: map name -> fd; every layout map must be present and match."""
+        handles = {}
+        for spec in layout.MAPS:
+            if spec.name not in fds:
+                raise DatapathError("map %s missing" % spec.name)
+            check_map(fds[spec.name], spec)
+            handles[spec.name] = MapHandle(spec, fds[spec.name], owned)
+        return cls(handles)
+
+    @classmethod
+    def open_pinned(cls, pin_dir: str) -> "DatapathMaps":
+        """Open the maps pinned under pin_dir (no bcc needed)."""
+        fds = {}
+        try:
+            for spec in layout.MAPS:
+                path = os.path.join(pin_dir, spec.name)
+                if not os.path.exists(path):
+                    raise DatapathError("%s is not pinned: load the edgeft programs with pin root %s first" % (path, pin_dir))
+                fds[spec.name] = bpfsys.obj_get(path)
+            return cls.from_fds(fds, owned=True)
+        except Exception:
+            for fd in fds.values():
+                os.close(fd)
+            raise
+
+    def close(self) -> None:
+        for h in self.handles.values():
+            h.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # planes --------------------------------------------------------------
+    def set_plane(self, plane: int, ifindex: int, up: bool = True, drained: bool = False) -> None:
+        flags = (layout.PLANE_UP if up else 0) | (layout.PLANE_DRAINED if drained else 0)
+        self.planes.put(plane, layout.Plane(ifindex=ifindex, flags=flags))
+
+    def get_plane(self, plane: int) -> dict:
+        p = self.planes.get(plane)
+        return {
+            "ifindex": p.ifindex,
+            "up": bool(p.flags & layout.PLANE_UP),
+            "drained": bool(p.flags & layout.PLANE_DRAINED),
+        }
+
+    # peers ---------------------------------------------------------------
+    def set_address(self, address: str, peer_id: int, plane: int = layout.PLANE_NONE) -> None:
+        """Map one of a peer's addresses (native on plane, or PLANE_NONE) to it."""
+        self._check_peer_id(peer_id)
+        self.peers.put(addresses.to_key(address), layout.PeerRef(peer_id=peer_id, plane=plane))
+
+    def delete_address(self, address: str) -> bool:
+        return self.peers.delete(addresses.to_key(address))
+
+    def addresses(self) -> dict:
+        """address -> (peer id, plane)."""
+        out = {}
+        for k in self.peers.keys():
+            ref = self.peers.get(k)
+            if ref is not None:
+                out[addresses.from_key(k)] = (ref.peer_id, ref.plane)
+        return out
+
+    def set_peer(
+        self,
+        peer_id: int,
+        v4=(),
+        v6=(),
+        active_plane: int = 0,
+        down_planes=(),
+        flags: int = 0,
+    ) -> None:
+        """Write a peer's state. v4/v6: its address per plane (None: none there).
+
+        Also maps every given address to the peer (native on its plane).
+        """
+        self._check_peer_id(peer_id)
+        st = layout.PeerState(active_plane=active_plane, flags=flags)
+        for plane, a in enumerate(v4):
+            st.v4[plane] = addresses.v4_word(a)
+        for plane, a in enumerate(v6):
+            st.v6[plane] = addresses.v6_addr(a)
+        st.down_mask = _mask(down_planes)
+        self.state.put(peer_id, st)
+        for family in (v4, v6):
+            for plane, a in enumerate(family):
+                if a is not None:
+                    self.set_address(a, peer_id, plane)
+
+    def set_active(self, peer_id: int, plane: int, exclusive: bool = True) -> None:
+        """Send this peer's traffic to plane; exclusive marks every other plane down."""
+        st = self.state.get(peer_id)
+        if st is None:
+            raise DatapathError("peer %d has no state" % peer_id)
+        st.active_plane = plane
+        if exclusive:
+            st.down_mask = ((1 << layout.PLANE_SLOTS) - 1) & ~(1 << plane)
+        self.state.put(peer_id, st)
+
+    def get_peer(self, peer_id: int):
+        st = self.state.get(peer_id)
+        if st is None:
+            return None
+        return {
+            "v4": [addresses.v4_text(w) for w in st.v4],
+            "v6": [addresses.v6_text(a) for a in st.v6],
+            "active_plane": st.active_plane,
+            "down_planes": [p for p in range(layout.PLANE_SLOTS) if st.down_mask & (1 << p)],
+            "flags": st.flags,
+            "changed_ns": st.changed_ns,
+        }
+
+    def delete_peer(self, peer_id: int) -> None:
+        """Remove the peer's state, its addresses and its last-seen slots."""
+        for k in self.peers.keys():
+            ref = self.peers.get(k)
+            if ref is not None and ref.peer_id == peer_id:
+                self.peers.delete(k)
+        self.state.delete(peer_id)
+        for plane in range(layout.PLANE_SLOTS):
+            self.seen.put(layout.seen_slot(peer_id, plane), 0)
+
+    def last_seen(self, peer_id: int) -> list:
+        """Last rx ns (CLOCK_MONOTONIC) per plane; 0 = never."""
+        return [self.seen.get(layout.seen_slot(peer_id, p)).value for p in range(layout.PLANE_SLOTS)]
+
+    def plane_counters(self, plane: int) -> dict:
+        """Counters of one plane, summed over CPUs."""
+        total = {f[0]: 0 for f in layout.Counters._fields_}
+        for per_cpu in self.counters.get(plane):
+            for name in total:
+                total[name] += getattr(per_cpu, name)
+        return total
+
+    def clear(self) -> None:
+        """Empty every map (tests, or a host leaving the fabric)."""
+        for h in self.handles.values():
+            h.clear()
+
+    def _check_peer_id(self, peer_id: int) -> None:
+        limit = bpfsys.map_info(self.state.fd).max_entries
+        if not 0 <= peer_id < limit:
+            raise ValueError("peer id %d out of range 0..%d (EDGEFT_MAX_PEERS)" % (peer_id, limit - 1))
+
+
+def _mask(planes) -> int:
+    m = 0
+    for p in planes:
+        if not 0 <= p < layout.PLANE_SLOTS:
+            raise ValueError("plane %d out of range 0..%d" % (p, layout.PLANE_SLOTS - 1))
+        m |= 1 << p
+    return m

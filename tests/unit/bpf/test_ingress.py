@@ -1,0 +1,150 @@
+"""Ingress: last-seen, counters and learning the peer's plane from steered traffic."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import bpf_packets as P
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.testrun import (
+    TC_ACT_REDIRECT,
+    TC_ACT_UNSPEC,
+    prog_test_run,
+)
+
+FAMILIES = pytest.mark.parametrize("family", [4, 6], ids=["ipv4", "ipv6"])
+
+
+def add_peer(dp, **kw):
+    dp.maps.set_peer(P.PEER_ID, v4=P.PEER[4], v6=P.PEER[6], **kw)
+
+
+def ingress(dp, pkt: bytes, plane: int):
+    r = prog_test_run(dp.fd(plane, "ingress"), pkt)
+    assert r.retval == TC_ACT_UNSPEC  # ingress never acts on a packet
+    assert r.data == pkt
+    return r
+
+
+@FAMILIES
+def test_native_traffic_updates_last_seen_and_counters(dp, family):
+    add_peer(dp)
+    pkt = P.from_peer(family, plane=0)
+    before = time.monotonic_ns()
+    ingress(dp, pkt, plane=0)
+    after = time.monotonic_ns()
+    seen = dp.maps.last_seen(P.PEER_ID)
+    assert before <= seen[0] <= after  # bpf_ktime_get_ns is CLOCK_MONOTONIC
+    assert seen[1:] == [0, 0, 0]
+    c = dp.maps.plane_counters(0)
+    assert (c["rx_packets"], c["rx_bytes"], c["learned"]) == (1, len(pkt), 0)
+    assert dp.maps.plane_counters(1)["rx_packets"] == 0
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert (peer["active_plane"], peer["down_planes"], peer["changed_ns"]) == (0, [], 0)
+
+
+@FAMILIES
+def test_steered_traffic_is_learned_at_once(dp, family):
+    """The peer's plane-0 address arriving on plane 1: the peer left plane 0."""
+    add_peer(dp)
+    ingress(dp, P.from_peer(family, plane=0), plane=1)
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert peer["active_plane"] == 1
+    assert peer["down_planes"] == [0]
+    assert peer["changed_ns"] > 0
+    assert dp.maps.plane_counters(1)["learned"] == 1
+    assert dp.maps.last_seen(P.PEER_ID)[1] > 0
+
+    ingress(dp, P.from_peer(family, plane=0), plane=1)  # no news: no event
+    assert dp.maps.plane_counters(1)["learned"] == 1
+
+
+@FAMILIES
+def test_learned_plane_steers_our_return_traffic(dp, family):
+    add_peer(dp)
+    ingress(dp, P.from_peer(family, plane=0), plane=1)
+    pkt = P.to_peer(family, plane=0)
+    r = prog_test_run(dp.fd(0, "egress"), pkt)
+    assert (r.retval, r.data) == (TC_ACT_REDIRECT, pkt)
+
+
+@FAMILIES
+def test_learning_clears_the_arrival_plane_from_down(dp, family):
+    add_peer(dp, active_plane=0, down_planes=[1])
+    ingress(dp, P.from_peer(family, plane=0), plane=1)
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert (peer["active_plane"], peer["down_planes"]) == (1, [0])
+
+
+@FAMILIES
+@pytest.mark.parametrize("state", ["drained", "down"])
+def test_no_learning_onto_an_unusable_local_plane(dp, family, state):
+    add_peer(dp)
+    dp.maps.set_plane(1, 1001, up=state != "down", drained=state == "drained")
+    ingress(dp, P.from_peer(family, plane=0), plane=1)
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert (peer["active_plane"], peer["down_planes"]) == (0, [])
+    assert dp.maps.plane_counters(1)["learned"] == 0
+    assert dp.maps.plane_counters(1)["rx_packets"] == 1  # still seen
+
+
+@FAMILIES
+def test_no_learn_flag_is_honoured(dp, family):
+    add_peer(dp, flags=layout.PEER_NO_LEARN)
+    ingress(dp, P.from_peer(family, plane=0), plane=1)
+    assert dp.maps.get_peer(P.PEER_ID)["active_plane"] == 0
+
+
+@FAMILIES
+def test_multi_rail_native_traffic_learns_nothing(dp, family):
+    add_peer(dp)
+    ingress(dp, P.from_peer(family, plane=1), plane=1)
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert (peer["active_plane"], peer["down_planes"]) == (0, [])
+    assert dp.maps.last_seen(P.PEER_ID)[1] > 0
+
+
+@FAMILIES
+def test_identity_address_counts_but_learns_nothing(dp, family):
+    """An address native to no plane cannot tell which plane the peer left."""
+    ident = {4: "198.18.200.2", 6: "fd00:edf7:ff::2"}[family]
+    add_peer(dp)
+    dp.maps.set_address(ident, P.PEER_ID)  # plane = PLANE_NONE
+    pkt = P.udp(family, ident, P.LOCAL[family][1], macs=(P.MAC_PEER, P.MAC_LOCAL))
+    ingress(dp, pkt, plane=1)
+    assert dp.maps.get_peer(P.PEER_ID)["active_plane"] == 0
+    assert dp.maps.last_seen(P.PEER_ID)[1] > 0
+
+
+@FAMILIES
+def test_unknown_source_changes_nothing(dp, family):
+    add_peer(dp)
+    pkt = P.udp(family, P.STRANGER[family], P.LOCAL[family][1], macs=(P.MAC_PEER, P.MAC_LOCAL))
+    ingress(dp, pkt, plane=1)
+    assert dp.maps.last_seen(P.PEER_ID) == [0, 0, 0, 0]
+    assert dp.maps.plane_counters(1)["rx_packets"] == 0
+
+
+def _bad_ip_header(frame: bytes, family: int) -> bytes:
+    """IPv4 whose IHL claims 60 header bytes in a 34-byte frame; IPv6 saying version 4."""
+    if family == 4:
+        return frame[:14] + b"\x4f" + frame[15:34]
+    return frame[:14] + b"\x45" + frame[15:]
+
+
+@FAMILIES
+@pytest.mark.parametrize("kind", ["bad_ip_header", "vlan_tagged", "broadcast_mac", "multicast"])
+def test_not_understood_frames_change_nothing(dp, family, kind):
+    add_peer(dp)
+    good = P.from_peer(family, plane=0)
+    pkt = {
+        "bad_ip_header": _bad_ip_header(good, family),
+        "multicast": P.multicast(family, P.PEER[family][0]),
+        "vlan_tagged": P.vlan(family, P.PEER[family][0], P.LOCAL[family][1]),
+        "broadcast_mac": P.broadcast_mac(family, P.PEER[family][0], P.LOCAL[family][1]),
+    }[kind]
+    ingress(dp, pkt, plane=1)
+    assert dp.maps.get_peer(P.PEER_ID)["active_plane"] == 0
+    assert dp.maps.last_seen(P.PEER_ID) == [0, 0, 0, 0]
