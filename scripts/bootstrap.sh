@@ -19,30 +19,49 @@ command -v apt-get >/dev/null || die "apt-get not found: edgeft's quick start su
 # Debian packages: the lab (iproute2, nftables, ping), the data path (bcc, headers,
 # pyroute2 for the system Python that runs modules on targets) and the VM tooling later.
 APT_PACKAGES=(
-  iproute2 nftables iputils-ping procps rsync git
+  iproute2 nftables iputils-ping procps rsync git shellcheck
   python3 python3-venv python3-pip python3-cryptography python3-yaml python3-jinja2
   python3-pyroute2 python3-bpfcc bpfcc-tools python3-scapy
 )
-if [[ "$(uname -m)" == "x86_64" ]]; then APT_PACKAGES+=(linux-headers-amd64); fi
+
+apt_updated=0
+apt_update_once() {
+  if ((apt_updated == 0)); then apt-get update -qq; apt_updated=1; fi
+}
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+
+# Kernel headers for bcc: the running kernel's own package where the distribution
+# has one (Ubuntu, stock Debian kernels), else Debian's generic headers (see below).
+kver="$(uname -r)"
+if [[ ! -e "/lib/modules/${kver}/build/include" ]] &&
+   ! dpkg-query -W -f='${Status}' linux-headers-amd64 2>/dev/null | grep -q 'install ok installed'; then
+  apt_update_once
+  if apt-cache show "linux-headers-${kver}" >/dev/null 2>&1; then
+    missing+=("linux-headers-${kver}")
+  elif [[ "$(uname -m)" == "x86_64" ]] && apt-cache show linux-headers-amd64 >/dev/null 2>&1; then
+    missing+=(linux-headers-amd64)
+  else
+    log "warning: no kernel headers package for ${kver}; BPF programs cannot be compiled"
+  fi
+fi
+
 if ((${#missing[@]})); then
   log "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  apt_update_once
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # bcc looks for headers under /lib/modules/$(uname -r)/{build,source}. When the running
 # kernel has no packaged headers (a custom or cloud kernel), point them at Debian's
 # generic headers tree: packet programs only use UAPI headers. Never overwrite real ones.
-kver="$(uname -r)"
 if [[ ! -e "/lib/modules/${kver}/build/include" ]]; then
-  hdr="$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n1 || true)"
-  common="$(ls -d /usr/src/linux-headers-*-common 2>/dev/null | sort -V | tail -n1 || true)"
+  hdr="$(find /usr/src -maxdepth 1 -name 'linux-headers-*-amd64' | sort -V | tail -n1)"
+  common="$(find /usr/src -maxdepth 1 -name 'linux-headers-*-common' | sort -V | tail -n1)"
   if [[ -n "${hdr}" && -n "${common}" ]]; then
     log "linking /lib/modules/${kver}/build to ${hdr} (no headers packaged for this kernel)"
     mkdir -p "/lib/modules/${kver}"

@@ -73,7 +73,7 @@ def test_a_drifted_mirror_stops_the_compile(monkeypatch):
 def test_asserts_cover_every_field():
     text = layout_check.c_asserts(layout.tunables())
     for struct in layout.STRUCTS:
-        for name, _ in struct._fields_:
+        for name, _ctype in struct._fields_:
             assert "struct %s, %s)" % (struct.c_name, name) in text
     for name in list(layout.CONSTANTS) + list(layout.TUNABLES):
         assert "%s ==" % name in text
