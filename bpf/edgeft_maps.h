@@ -45,6 +45,13 @@
 /* edgeft_peer_state.flags */
 #define EDGEFT_PEER_NO_LEARN 0x1 /* ingress never changes this peer's state */
 
+/* Packets change a peer's active_plane/down_mask at most once per hold
+ * (from changed_ns): packets the peer sent before it switched, still in
+ * flight on the other plane, must not switch us back. */
+#ifndef EDGEFT_LEARN_HOLD_NS
+#define EDGEFT_LEARN_HOLD_NS 50000000
+#endif
+
 /* An address: IPv6 as is, IPv4 as ::ffff:a.b.c.d; network byte order words. */
 struct edgeft_addr {
 	__u32 w[4];
@@ -66,10 +73,14 @@ struct edgeft_peer_state {
 	__u32 v4[EDGEFT_PLANE_SLOTS];              /* next hop per plane; 0 = none */
 	struct edgeft_addr v6[EDGEFT_PLANE_SLOTS]; /* all-zero = none */
 	__u8 active_plane; /* preferred target when traffic must leave its plane */
-	__u8 down_mask;    /* bit p: plane p judged broken towards this peer */
+	__u8 down_mask;    /* bit p: do not send to this peer on plane p */
 	__u8 flags;        /* EDGEFT_PEER_* */
-	__u8 pad[5];
-	__u64 changed_ns;  /* bpf_ktime_get_ns() of the last learned change */
+	__u8 learned_mask; /* bits of down_mask set by ingress learning (the peer
+			    * left p); cleared when the peer sends on p again.
+			    * Other down bits are the control plane's judgement. */
+	__u8 pad[4];
+	__u64 changed_ns;  /* CLOCK_MONOTONIC ns of the last change of active_plane
+			    * or down_mask, by a packet or by the control plane */
 };
 
 /* edgeft_plane_v1 value (key: __u32 plane index). */
@@ -90,6 +101,7 @@ struct edgeft_counters {
 	__u64 rx_packets;         /* ingress from known peers */
 	__u64 rx_bytes;
 	__u64 learned;            /* ingress moved a peer onto this plane */
+	__u64 unlearned;          /* the peer came back to this plane: learned bit cleared */
 };
 
 /* edgeft_seen_v1: __u64 last rx ns (bpf_ktime_get_ns, CLOCK_MONOTONIC),

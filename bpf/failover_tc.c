@@ -6,8 +6,9 @@
  *   edgeft_egress : steer packets to a known peer off this plane when this
  *                   plane is unusable towards it (bpf_redirect_neigh, IP
  *                   header untouched); everything else passes.
- *   edgeft_ingress: record last-seen/counters for known peers and learn the
- *                   peer's plane choice from steered traffic.
+ *   edgeft_ingress: record last-seen/counters for known peers, learn the
+ *                   peer's plane choice from steered traffic and forget it
+ *                   when the peer sends on its own plane again.
  *
  * Both return TC_ACT_UNSPEC for anything they do not act on (other tc programs
  * still run) and never drop or modify a packet. See docs/datapath.md.
@@ -66,7 +67,10 @@ struct edgeft_pkt {
 	struct edgeft_addr src;
 	struct edgeft_addr dst;
 	__u32 family;
+	__u32 nd; /* IPv6 neighbour discovery: about one link, never steered */
 };
+
+#define EDGEFT_IPPROTO_ICMPV6 58
 
 static __always_inline void edgeft_v4_key(struct edgeft_addr *a, __u32 addr)
 {
@@ -134,6 +138,16 @@ static __always_inline int edgeft_parse(struct __sk_buff *skb, struct edgeft_pkt
 		__builtin_memcpy(p->src.w, h.saddr, sizeof(p->src.w));
 		__builtin_memcpy(p->dst.w, h.daddr, sizeof(p->dst.w));
 		p->family = EDGEFT_AF_INET6;
+		/* RS/RA/NS/NA/redirect (RFC 4861: no extension headers before them).
+		 * A unicast NS for the peer's plane-X address must leave on X, or X's
+		 * neighbour entry (the next hop of later steering) never resolves. */
+		if (h.nexthdr == EDGEFT_IPPROTO_ICMPV6) {
+			__u8 type = 0;
+
+			if (bpf_skb_load_bytes(skb, ETH_HLEN + sizeof(h), &type, 1) == 0 &&
+			    type >= 133 && type <= 137)
+				p->nd = 1;
+		}
 		return 0;
 	}
 	return -1;
@@ -173,7 +187,7 @@ int edgeft_egress(struct __sk_buff *skb)
 {
 	struct edgeft_pkt p = {};
 
-	if (edgeft_parse(skb, &p) < 0)
+	if (edgeft_parse(skb, &p) < 0 || p.nd)
 		return TC_ACT_UNSPEC;
 
 	struct edgeft_peer_ref *ref = edgeft_peers_v1.lookup(&p.dst);
@@ -265,21 +279,50 @@ int edgeft_ingress(struct __sk_buff *skb)
 	}
 
 	/*
+	 * Neighbour discovery is never steered, so it tells nothing about the
+	 * peer's choice; an identity address names no plane.
+	 */
+	if (p.nd || native >= EDGEFT_MAX_PLANES || (st->flags & EDGEFT_PEER_NO_LEARN))
+		return TC_ACT_UNSPEC;
+	if ((__s64)(now - st->changed_ns) < EDGEFT_LEARN_HOLD_NS)
+		return TC_ACT_UNSPEC;
+
+	__u8 here_bit = 1 << EDGEFT_PLANE;
+
+	if (native == EDGEFT_PLANE) {
+		/* The peer sends on its own plane again: forget what its steering
+		 * taught us. Down bits the control plane set are not ours to clear. */
+		if (st->learned_mask & here_bit) {
+			st->down_mask &= ~here_bit;
+			st->learned_mask &= ~here_bit;
+			st->changed_ns = now;
+			if (c)
+				c->unlearned++;
+		}
+		return TC_ACT_UNSPEC;
+	}
+
+	/*
 	 * The peer's plane-X address arriving on this plane Y != X means the peer
 	 * judged X broken and steered to Y: follow at once (one packet, no probe).
-	 * Moving back is the agent's job (hold-down), never a packet's.
+	 * Not when X is drained or down here: we already keep off X, and the peer
+	 * is only echoing that; learning it would keep us off X after we undrain.
 	 */
-	if (native == EDGEFT_PLANE || native >= EDGEFT_MAX_PLANES ||
-	    (st->flags & EDGEFT_PEER_NO_LEARN))
-		return TC_ACT_UNSPEC;
 	struct edgeft_plane *here = edgeft_plane_v1.lookup(&me);
 	if (!edgeft_plane_ok(here))
 		return TC_ACT_UNSPEC;
+	struct edgeft_plane *left = edgeft_plane_v1.lookup(&native);
+	if (edgeft_plane_bad(left))
+		return TC_ACT_UNSPEC;
 
-	__u8 down = (st->down_mask | (1 << native)) & ~(1 << EDGEFT_PLANE);
-	if (st->active_plane != EDGEFT_PLANE || st->down_mask != down) {
+	__u8 left_bit = 1 << native;
+	__u8 down = (st->down_mask | left_bit) & ~here_bit;
+	__u8 learned = (st->learned_mask | (left_bit & ~st->down_mask)) & ~here_bit;
+
+	if (st->active_plane != EDGEFT_PLANE || st->down_mask != down || st->learned_mask != learned) {
 		st->active_plane = EDGEFT_PLANE;
 		st->down_mask = down;
+		st->learned_mask = learned;
 		st->changed_ns = now;
 		if (c)
 			c->learned++;

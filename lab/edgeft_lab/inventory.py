@@ -47,6 +47,8 @@ def build_inventory(plan: FabricPlan, bpffs_root: Path) -> dict[str, Any]:
             "ansible_python_interpreter": PYTHON,
             "edgeft_rack": host.rack_name,
             "edgeft_pin_root": str(bpffs_root / host.name),
+            # Lab hosts share one filesystem: each records its own state apart.
+            "edgeft_state_dir": str(bpffs_root.parent / "state" / host.name),
             "edgeft_planes": planes,
         }
 

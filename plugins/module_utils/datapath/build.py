@@ -7,7 +7,6 @@ controller or target without it; compile_plane() then fails with the fix.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import tempfile
 from collections import namedtuple
@@ -19,7 +18,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors im
     DatapathError,
     HeadersMissingError,
 )
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps, check_map
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps, check_map, pin_dir_lock
 
 SOURCE = "failover_tc.c"
 PROGRAMS = {"egress": "edgeft_egress", "ingress": "edgeft_ingress"}
@@ -76,20 +75,6 @@ def _captured_stderr():
             os.close(saved)
             tmp.seek(0)
             buf["text"] = tmp.read().decode("utf-8", "replace")
-
-
-@contextlib.contextmanager
-def _pin_dir_lock(pin_dir: str):
-    """Serialise compiles sharing a pin dir: bcc's open-or-create is not atomic."""
-    if pin_dir is None:
-        yield
-        return
-    fd = os.open(pin_dir, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def prepare_pin_dir(pin_dir: str, tun: dict) -> None:
@@ -165,7 +150,7 @@ def compile_plane(
         pin_dir = os.path.normpath(pin_dir)
         prepare_pin_dir(pin_dir, tun)
         cflags.append('-DEDGEFT_PIN_DIR="%s"' % pin_dir)
-    with _pin_dir_lock(pin_dir):
+    with pin_dir_lock(pin_dir):
         b, progs = _load(bcc, text, cflags, plane)
     try:
         for spec in layout.MAPS:

@@ -37,6 +37,7 @@ TUNABLES = {
     "EDGEFT_MAX_PEERS": 4096,
     "EDGEFT_MAX_ADDRS": 32768,
     "EDGEFT_SEEN_RES_NS": 100000,
+    "EDGEFT_LEARN_HOLD_NS": 50000000,
 }
 
 # enum bpf_map_type values used here
@@ -69,7 +70,8 @@ class PeerState(ctypes.Structure):
         ("active_plane", ctypes.c_uint8),
         ("down_mask", ctypes.c_uint8),
         ("flags", ctypes.c_uint8),
-        ("pad", ctypes.c_uint8 * 5),
+        ("learned_mask", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8 * 4),
         ("changed_ns", ctypes.c_uint64),
     ]
 
@@ -92,6 +94,7 @@ class Counters(ctypes.Structure):
         ("rx_packets", ctypes.c_uint64),
         ("rx_bytes", ctypes.c_uint64),
         ("learned", ctypes.c_uint64),
+        ("unlearned", ctypes.c_uint64),
     ]
 
 

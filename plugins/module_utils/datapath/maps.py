@@ -6,8 +6,11 @@ programs and any other one that opens the pins, so they cannot disagree.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import os
+import time
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import addresses, bpfsys, layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import (
@@ -28,6 +31,30 @@ def check_map(fd: int, spec: layout.MapSpec, max_entries: int = None, where: str
             "same EDGEFT_MAX_* values" % (spec.name, where, have, info.max_entries, want, max_entries or "any")
         )
     return info
+
+
+@contextlib.contextmanager
+def pin_dir_lock(pin_dir: str):
+    """Serialise writers of one host's maps (compiles, modules, agent).
+
+    flock on the pin directory: bcc's open-or-create of pins is not atomic, and
+    the control plane's read-modify-write of a peer must not interleave with
+    another writer's.
+    """
+    if pin_dir is None:
+        yield
+        return
+    fd = os.open(pin_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def now_ns() -> int:
+    """The programs' clock (bpf_ktime_get_ns is CLOCK_MONOTONIC)."""
+    return time.monotonic_ns()
 
 
 class MapHandle:
@@ -162,6 +189,19 @@ class DatapathMaps:
             "drained": bool(p.flags & layout.PLANE_DRAINED),
         }
 
+    def set_plane_flags(self, plane: int, flags: int) -> None:
+        """Replace a configured plane's flags, keeping its ifindex."""
+        p = self.planes.get(plane)
+        p.flags = flags
+        self.planes.put(plane, p)
+
+    def capacity(self) -> dict:
+        """max_entries of the sized maps, as the pins were created."""
+        return {
+            "peers": bpfsys.map_info(self.state.fd).max_entries,
+            "addresses": bpfsys.map_info(self.peers.fd).max_entries,
+        }
+
     # peers ---------------------------------------------------------------
     def set_address(self, address: str, peer_id: int, plane: int = layout.PLANE_NONE) -> None:
         """Map one of a peer's addresses (native on plane, or PLANE_NONE) to it."""
@@ -195,10 +235,7 @@ class DatapathMaps:
         """
         self._check_peer_id(peer_id)
         st = layout.PeerState(active_plane=active_plane, flags=flags)
-        for plane, a in enumerate(v4):
-            st.v4[plane] = addresses.v4_word(a)
-        for plane, a in enumerate(v6):
-            st.v6[plane] = addresses.v6_addr(a)
+        _set_next_hops(st, v4, v6)
         st.down_mask = _mask(down_planes)
         self.state.put(peer_id, st)
         for family in (v4, v6):
@@ -206,15 +243,67 @@ class DatapathMaps:
                 if a is not None:
                     self.set_address(a, peer_id, plane)
 
+    def write_state(self, peer_id: int, v4=(), v6=(), flags: int = 0) -> None:
+        """Set a peer's next hops and flags, keeping what traffic taught.
+
+        active_plane, down_mask, learned_mask and changed_ns of an existing
+        peer are kept (read-modify-write), so re-filling the table never undoes
+        a failover in progress; a new peer starts on plane 0 with nothing down.
+        Address keys are not touched (the caller orders those writes).
+        """
+        self._check_peer_id(peer_id)
+        st = self.state.get(peer_id) or layout.PeerState()
+        for plane in range(layout.PLANE_SLOTS):
+            st.v4[plane] = 0
+            st.v6[plane] = layout.Addr()
+        _set_next_hops(st, v4, v6)
+        st.flags = flags
+        self.state.put(peer_id, st)
+
     def set_active(self, peer_id: int, plane: int, exclusive: bool = True) -> None:
-        """Send this peer's traffic to plane; exclusive marks every other plane down."""
-        st = self.state.get(peer_id)
-        if st is None:
-            raise DatapathError("peer %d has no state" % peer_id)
+        """Send this peer's traffic to plane; exclusive marks every other plane down.
+
+        A control-plane judgement: learned bits are dropped, and packets cannot
+        change it for EDGEFT_LEARN_HOLD_NS (changed_ns = now).
+        """
+        st = self._state(peer_id)
         st.active_plane = plane
         if exclusive:
             st.down_mask = ((1 << layout.PLANE_SLOTS) - 1) & ~(1 << plane)
+            st.learned_mask = 0
+        st.changed_ns = now_ns()
         self.state.put(peer_id, st)
+
+    def clear_down(self, peer_id: int, plane: int) -> None:
+        """Fail back: the peer's traffic may use plane again (judged or learned)."""
+        st = self._state(peer_id)
+        st.down_mask &= ~(1 << plane)
+        st.learned_mask &= ~(1 << plane)
+        st.changed_ns = now_ns()
+        self.state.put(peer_id, st)
+
+    def hold(self, peer_ids=None, at_ns: int = None) -> None:
+        """Stamp changed_ns: packets change nothing for EDGEFT_LEARN_HOLD_NS.
+
+        Used when the control plane moves traffic back onto a plane (undrain,
+        failback): the peer's packets still in flight on the other plane would
+        otherwise be learned and move us away again.
+        """
+        at_ns = now_ns() if at_ns is None else at_ns
+        for peer_id in self.peer_ids() if peer_ids is None else peer_ids:
+            st = self.state.get(peer_id)
+            if st is not None:
+                st.changed_ns = at_ns
+                self.state.put(peer_id, st)
+
+    def peer_ids(self) -> list:
+        return sorted(k.value for k in self.state.keys())
+
+    def _state(self, peer_id: int):
+        st = self.state.get(peer_id)
+        if st is None:
+            raise DatapathError("peer %d has no state" % peer_id)
+        return st
 
     def get_peer(self, peer_id: int):
         st = self.state.get(peer_id)
@@ -225,6 +314,7 @@ class DatapathMaps:
             "v6": [addresses.v6_text(a) for a in st.v6],
             "active_plane": st.active_plane,
             "down_planes": [p for p in range(layout.PLANE_SLOTS) if st.down_mask & (1 << p)],
+            "learned_planes": [p for p in range(layout.PLANE_SLOTS) if st.learned_mask & (1 << p)],
             "flags": st.flags,
             "changed_ns": st.changed_ns,
         }
@@ -236,6 +326,9 @@ class DatapathMaps:
             if ref is not None and ref.peer_id == peer_id:
                 self.peers.delete(k)
         self.state.delete(peer_id)
+        self.clear_seen(peer_id)
+
+    def clear_seen(self, peer_id: int) -> None:
         for plane in range(layout.PLANE_SLOTS):
             self.seen.put(layout.seen_slot(peer_id, plane), 0)
 
@@ -260,6 +353,13 @@ class DatapathMaps:
         limit = bpfsys.map_info(self.state.fd).max_entries
         if not 0 <= peer_id < limit:
             raise ValueError("peer id %d out of range 0..%d (EDGEFT_MAX_PEERS)" % (peer_id, limit - 1))
+
+
+def _set_next_hops(st, v4, v6) -> None:
+    for plane, a in enumerate(v4):
+        st.v4[plane] = addresses.v4_word(a)
+    for plane, a in enumerate(v6):
+        st.v6[plane] = addresses.v6_addr(a)
 
 
 def _mask(planes) -> int:

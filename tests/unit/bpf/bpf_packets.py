@@ -77,3 +77,19 @@ def broadcast_mac(family: int, src: str, dst: str) -> bytes:
 
 def non_ip(dst_mac: str = MAC_PEER) -> bytes:
     return bytes(Ether(src=MAC_LOCAL, dst=dst_mac, type=0x88B5) / (b"\0" * 46))
+
+
+def neighbour_solicitation(src: str, target: str, unicast: bool = True) -> bytes:
+    """IPv6 NS for target: unicast (a refresh of a known entry) or to the solicited-node group."""
+    from scapy.layers.inet6 import ICMPv6ND_NS, in6_getnsma, inet_pton, inet_ntop
+    import socket
+
+    dst = target if unicast else inet_ntop(socket.AF_INET6, in6_getnsma(inet_pton(socket.AF_INET6, target)))
+    mac = MAC_PEER if unicast else "33:33:ff:00:00:02"
+    return bytes(Ether(src=MAC_LOCAL, dst=mac) / IPv6(src=src, dst=dst, hlim=255) / ICMPv6ND_NS(tgt=target))
+
+
+def neighbour_advertisement(src: str, dst: str) -> bytes:
+    from scapy.layers.inet6 import ICMPv6ND_NA
+
+    return bytes(Ether(src=MAC_PEER, dst=MAC_LOCAL) / IPv6(src=src, dst=dst, hlim=255) / ICMPv6ND_NA(tgt=src, R=0, S=1, O=1))

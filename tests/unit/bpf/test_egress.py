@@ -243,3 +243,16 @@ def test_special_packets_are_what_they_claim():
     assert len(v4) >= 2 and v4[-1][IP].frag > 0 and UDP not in v4[-1]
     v6 = [Ether(f) for f in P.fragments(6, P.LOCAL[6][0], P.PEER[6][0])]
     assert len(v6) >= 2 and v6[-1][IPv6ExtHdrFragment].offset > 0
+
+
+def test_neighbour_discovery_is_never_steered(dp):
+    """A unicast NS for the peer's plane-0 address must leave on plane 0, drained
+    or not, or the neighbour entry there (next hop of later steering) dies."""
+    _steering_peer(dp)
+    dp.maps.set_plane(0, 1000, drained=True)
+    pkt = P.neighbour_solicitation(P.LOCAL[6][0], P.PEER[6][0])
+    assert_pass(egress(dp, pkt), pkt)
+    c = dp.maps.plane_counters(0)
+    assert c["steered_packets"] == c["tx_packets"] == c["steer_skipped"] == 0
+    data = P.to_peer(6)  # the same peer's ordinary traffic is still steered
+    assert_redirect(egress(dp, data), data)

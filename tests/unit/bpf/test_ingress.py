@@ -148,3 +148,105 @@ def test_not_understood_frames_change_nothing(dp, family, kind):
     ingress(dp, pkt, plane=1)
     assert dp.maps.get_peer(P.PEER_ID)["active_plane"] == 0
     assert dp.maps.last_seen(P.PEER_ID) == [0, 0, 0, 0]
+
+
+# ---- what a packet taught, a packet can undo (docs/datapath.md, "Learning")
+def _past_hold(dp):
+    """Pretend the last change is older than EDGEFT_LEARN_HOLD_NS."""
+    dp.maps.hold(at_ns=time.monotonic_ns() - layout.TUNABLES["EDGEFT_LEARN_HOLD_NS"] - 1)
+
+
+@FAMILIES
+def test_learning_marks_what_it_learned(dp, family):
+    add_peer(dp)
+    ingress(dp, P.from_peer(family, plane=0), plane=1)
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert (peer["down_planes"], peer["learned_planes"]) == ([0], [0])
+
+
+@FAMILIES
+def test_a_judged_down_plane_is_not_marked_learned(dp, family):
+    """The agent marked plane 0 down itself; the peer agreeing teaches nothing new."""
+    add_peer(dp, active_plane=0, down_planes=[0])
+    ingress(dp, P.from_peer(family, plane=0), plane=1)
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert (peer["active_plane"], peer["down_planes"], peer["learned_planes"]) == (1, [0], [])
+
+
+@FAMILIES
+def test_native_traffic_again_forgets_what_was_learned(dp, family):
+    add_peer(dp)
+    ingress(dp, P.from_peer(family, plane=0), plane=1)
+    _past_hold(dp)
+    before = time.monotonic_ns()
+    ingress(dp, P.from_peer(family, plane=0), plane=0)  # the peer is back on plane 0
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert (peer["down_planes"], peer["learned_planes"]) == ([], [])
+    assert peer["changed_ns"] >= before
+    assert dp.maps.plane_counters(0)["unlearned"] == 1
+    pkt = P.to_peer(family, plane=0)  # and our traffic to it stays on plane 0 again
+    assert_pass_egress(dp, pkt)
+
+
+@FAMILIES
+def test_native_traffic_never_clears_a_judged_plane(dp, family):
+    """One-way failure: we judged plane 0 broken, the peer still reaches us on it."""
+    add_peer(dp, active_plane=1, down_planes=[0])
+    ingress(dp, P.from_peer(family, plane=0), plane=0)
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert peer["down_planes"] == [0]
+    assert dp.maps.plane_counters(0)["unlearned"] == 0
+
+
+@FAMILIES
+def test_within_the_hold_packets_change_nothing(dp, family):
+    """Packets the peer sent before it switched, still in flight, do not flip us back."""
+    add_peer(dp)
+    ingress(dp, P.from_peer(family, plane=0), plane=1)  # learned: left plane 0
+    ingress(dp, P.from_peer(family, plane=0), plane=0)  # an in-flight native packet
+    assert dp.maps.get_peer(P.PEER_ID)["down_planes"] == [0]
+    dp.maps.clear_down(P.PEER_ID, 0)  # the control plane fails back: hold again
+    ingress(dp, P.from_peer(family, plane=0), plane=1)  # an in-flight steered packet
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert (peer["active_plane"], peer["down_planes"]) == (1, [])
+    assert dp.maps.plane_counters(1)["learned"] == 1
+
+
+@FAMILIES
+@pytest.mark.parametrize("state", ["drained", "down"])
+def test_no_learning_of_a_plane_we_already_left(dp, family, state):
+    """Plane 0 is drained/down here: the peer steering off it only echoes us."""
+    add_peer(dp)
+    dp.maps.set_plane(0, 1000, up=state != "down", drained=state == "drained")
+    ingress(dp, P.from_peer(family, plane=0), plane=1)
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert (peer["active_plane"], peer["down_planes"], peer["learned_planes"]) == (0, [], [])
+    assert dp.maps.plane_counters(1)["learned"] == 0
+
+
+def test_neighbour_discovery_teaches_nothing(dp):
+    """ND is never steered, so it says nothing about the peer's choice either way."""
+    add_peer(dp)
+    na = P.neighbour_advertisement(P.PEER[6][0], P.LOCAL[6][0])
+    ingress(dp, na, plane=1)  # plane-0 source on plane 1, but ND
+    assert dp.maps.get_peer(P.PEER_ID)["down_planes"] == []
+    assert dp.maps.last_seen(P.PEER_ID)[1] > 0  # still proof of life
+    ingress(dp, P.from_peer(6, plane=0), plane=1)
+    _past_hold(dp)
+    ingress(dp, na, plane=0)  # native ND does not unlearn
+    assert dp.maps.get_peer(P.PEER_ID)["learned_planes"] == [0]
+
+
+def test_set_active_is_a_judgement_and_holds(dp):
+    add_peer(dp)
+    ingress(dp, P.from_peer(4, plane=0), plane=1)
+    before = time.monotonic_ns()
+    dp.maps.set_active(P.PEER_ID, 1)
+    peer = dp.maps.get_peer(P.PEER_ID)
+    assert (peer["down_planes"], peer["learned_planes"]) == ([0, 2, 3], [])
+    assert peer["changed_ns"] >= before
+
+
+def assert_pass_egress(dp, pkt):
+    r = prog_test_run(dp.fd(0, "egress"), pkt)
+    assert (r.retval, r.data) == (TC_ACT_UNSPEC, pkt)

@@ -1,0 +1,279 @@
+#!/usr/bin/python
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: peer_table
+short_description: Set a host's edgeft peer table (exact set)
+version_added: 0.1.0
+description:
+  - Makes the peer table in the host's pinned edgeft maps equal the declared
+    peers, with exact-set semantics - peers are added, peers whose addresses
+    or options changed are updated, and peers or addresses that are not
+    declared are removed.
+  - A peer keeps its peer id across runs (recorded under O(state_dir)); ids
+    of removed peers are reused.
+  - What the traffic taught the data path about a peer (its active plane, the
+    planes it avoids) is kept when a peer is updated, so a re-run never undoes
+    a failover in progress.
+  - Also writes this host's planes (ifindex, and the UP flag when a plane is
+    new or its NIC changed) into the maps; the drain state of a plane is kept
+    (see M(edgeft.failover.plane_state)).
+  - With O(neighbors=true), keeps every peer plane address resolved on its
+    plane NIC with a kernel-managed neighbour entry, which the data path
+    needs to steer the first packet correctly; entries this module created
+    are removed with their peer.
+  - Everything is validated before anything changes; an error names the
+    option, for example C(peers[3].planes[1].ipv4).
+author:
+  - edgeft maintainers (@edgeft)
+options:
+  pin_root:
+    description:
+      - The bpffs directory of this host's pinned edgeft maps.
+      - The maps must exist; attach the programs first with
+        M(edgeft.failover.ebpf_program). In check mode, maps that are not
+        pinned yet are taken as empty (with a warning), so a first C(--check)
+        run of a fresh host reports the whole table as to be added.
+    type: path
+    required: true
+  planes:
+    description:
+      - This host's planes, in plane order (the first is plane index 0).
+      - The peers' plane names must be among these names.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: Plane name, for example V(a).
+        type: str
+        required: true
+      interface:
+        description: The NIC of this host that carries the plane.
+        type: str
+        required: true
+  peers:
+    description:
+      - The complete peer table. Peers not listed are removed; V([]) removes all.
+      - An address may appear once in the whole table.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: Unique peer name, usually its inventory hostname.
+        type: str
+        required: true
+      planes:
+        description:
+          - The peer's addresses per plane; the next hops of steering.
+          - At least one address is required. A plane may be left out (a peer
+            with no address on a plane cannot be steered there).
+        type: list
+        elements: dict
+        required: true
+        suboptions:
+          name:
+            description: One of the plane names of O(planes).
+            type: str
+            required: true
+          ipv4:
+            description:
+              - The peer's IPv4 address on this plane, with or without a
+                prefix length (V(198.18.1.12) or V(198.18.1.12/16)); the host
+                address is stored.
+            type: str
+          ipv6:
+            description: The peer's IPv6 address on this plane, with or without a prefix length.
+            type: str
+      identity:
+        description:
+          - Extra addresses of the peer that belong to no plane, for example a
+            loopback or service address. Traffic to them follows the peer's
+            active plane; they never teach the data path anything.
+        type: list
+        elements: str
+        default: []
+      learn:
+        description:
+          - Let steered traffic from this peer move our return traffic to it
+            at once. Set V(false) for a peer whose plane segments are not
+            trusted (learning trusts the L2 segment, as ARP does).
+        type: bool
+        default: true
+  neighbors:
+    description:
+      - Keep every peer plane address resolved on its plane NIC with a
+        kernel-managed neighbour entry (C(ip neigh replace ADDR dev NIC managed),
+        Linux 5.16 or later).
+      - V(false) removes the entries this module created earlier.
+    type: bool
+    default: true
+  max_peers:
+    description:
+      - Refuse a table with more peers than this (a guard against an
+        inventory mistake).
+      - Must not exceed the capacity of the pinned maps (the programs'
+        C(EDGEFT_MAX_PEERS)); a table larger than that capacity is always
+        refused.
+    type: int
+  state_dir:
+    description:
+      - Directory where the name to peer id assignment and the neighbour
+        entries this module created are recorded, per O(pin_root).
+      - Give each host its own directory when several hosts share a file
+        system (the namespace lab).
+    type: path
+    default: /var/lib/edgeft
+requirements:
+  - root on the target
+  - iproute2 (C(ip)) with managed neighbour support (iproute2 5.16 or later) when O(neighbors=true)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
+notes:
+  - Runs inside whatever network namespace the connection places it in; with
+    the C(edgeft.failover.netns) connection, interfaces and neighbours are
+    the namespace's.
+seealso:
+  - module: edgeft.failover.ebpf_program
+  - module: edgeft.failover.plane_state
+'''
+
+EXAMPLES = r'''
+- name: Set the peer table of a dual-homed host
+  edgeft.failover.peer_table:
+    pin_root: /sys/fs/bpf/edgeft
+    planes:
+      - {name: a, interface: fab0}
+      - {name: b, interface: fab1}
+    peers:
+      - name: r1h2
+        planes:
+          - {name: a, ipv4: 198.18.1.12/16, ipv6: "fd0e:d6ef:7a00:1::c/56"}
+          - {name: b, ipv4: 198.19.1.12/16, ipv6: "fd0e:d6ef:7b00:1::c/56"}
+        identity: [198.51.100.12]
+    max_peers: 1024
+
+- name: Every other fabric host is a peer (inventory variable edgeft_planes)
+  edgeft.failover.peer_table:
+    pin_root: "{{ edgeft_pin_root }}"
+    planes: "{{ edgeft_planes | map('dict2items') | map('selectattr', 'key', 'in', ['name', 'interface'])
+                | map('list') | map('items2dict') | list }}"
+    peers: >-
+      {%- set out = [] -%}
+      {%- for host in groups['fabric'] if host != inventory_hostname -%}
+      {%-   set _ = out.append({'name': host, 'planes': hostvars[host].edgeft_planes
+              | map('dict2items') | map('selectattr', 'key', 'in', ['name', 'ipv4', 'ipv6'])
+              | map('list') | map('items2dict') | list}) -%}
+      {%- endfor -%}
+      {{ out }}
+'''
+
+RETURN = r'''
+peers:
+  description: The table as written, per peer name.
+  returned: always
+  type: dict
+  sample:
+    r1h2:
+      id: 0
+      planes:
+        a: {ipv4: 198.18.1.12, ipv6: "fd0e:d6ef:7a00:1::c"}
+        b: {ipv4: 198.19.1.12, ipv6: "fd0e:d6ef:7b00:1::c"}
+      identity: [198.51.100.12]
+      learn: true
+added:
+  description: Names of the peers added.
+  returned: always
+  type: list
+  elements: str
+  sample: [r2h1]
+updated:
+  description: Names of the peers whose addresses or options changed.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+removed:
+  description:
+    - Names of the peers removed. Entries found in the maps that no record
+      names appear as C(#<id>).
+  returned: always
+  type: list
+  elements: str
+  sample: ["r9h9", "#17"]
+planes:
+  description: This host's planes as written to the maps.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {name: a, index: 0, interface: fab0, ifindex: 4, up: true, drained: false}
+neighbors:
+  description: Managed neighbour entries created and removed (C(ADDRESS dev NIC)).
+  returned: always
+  type: dict
+  sample:
+    added: ["198.18.2.11 dev fab0"]
+    removed: []
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.edgeft.failover.plugins.module_utils import peers as core
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            pin_root=dict(type='path', required=True),
+            planes=dict(type='list', elements='dict', required=True, options=dict(
+                name=dict(type='str', required=True),
+                interface=dict(type='str', required=True),
+            )),
+            peers=dict(type='list', elements='dict', required=True, options=dict(
+                name=dict(type='str', required=True),
+                planes=dict(type='list', elements='dict', required=True, options=dict(
+                    name=dict(type='str', required=True),
+                    ipv4=dict(type='str'),
+                    ipv6=dict(type='str'),
+                )),
+                identity=dict(type='list', elements='str', default=[]),
+                learn=dict(type='bool', default=True),
+            )),
+            neighbors=dict(type='bool', default=True),
+            max_peers=dict(type='int'),
+            state_dir=dict(type='path', default='/var/lib/edgeft'),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result, warnings = core.peer_table(module.params, module.check_mode)
+    except core.OptionError as e:
+        module.fail_json(msg=str(e))
+    except (core.PeerTableApplyError, DatapathError, OSError) as e:
+        module.fail_json(msg=str(e))
+    for w in warnings:
+        module.warn(w)
+    diff = result.pop('diff')
+    if module._diff:
+        result['diff'] = dict(before=diff['before'], after=diff['after'],
+                              before_header='%s (maps)' % module.params['pin_root'],
+                              after_header='%s (declared)' % module.params['pin_root'])
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

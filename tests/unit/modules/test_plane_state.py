@@ -1,0 +1,260 @@
+"""edgeft.failover.plane_state on two real hosts with the programs attached.
+
+Host 1 and host 2 are namespaces joined by a veth per plane (fab0: plane a,
+fab1: plane b); both run the programs over their own pinned maps, and each
+one's peer table (filled by peer_table) holds the other. Draining plane a on
+host 1 must move traffic in both directions to plane b, undraining must move
+it back; the module runs in-process inside host 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bpf"))
+import hostlab as L  # noqa: E402
+
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.modules import peer_table, plane_state  # noqa: E402
+
+
+def _problem():
+    if os.geteuid() != 0:
+        return "needs root (namespaces, tc, bpf)"
+    try:
+        import bcc  # noqa: F401
+    except ImportError:
+        return "bcc missing: install python3-bpfcc"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_problem() is not None, reason=str(_problem()))
+
+OTHER = {1: 2, 2: 1}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with L.bpffs() as root, L.two_hosts(root) as lab:
+        lab.compile(hosts=(1, 2))
+        lab.attach(1)
+        lab.attach(2)
+        lab.state_dirs = {h: str(tmp_path_factory.mktemp("state-h%d" % h)) for h in (1, 2)}
+        yield lab
+
+
+def fill(lab, h):
+    r = L.run_module(peer_table.main, dict(pin_root=lab.pins[h], state_dir=lab.state_dirs[h], planes=L.PLANES,
+                                           peers=[L.peer_decl(OTHER[h])]), lab.ns[h])
+    assert not r.get("failed"), r["msg"]
+
+
+@pytest.fixture
+def hosts(lab):
+    """Both peer tables filled, counters zero, planes up, nothing learned."""
+    for h in (1, 2):
+        lab.maps(h).clear()
+        fill(lab, h)
+    for h in (1, 2):
+        other = OTHER[h]
+        lab.wait_resolved(h, [(L.ADDR[other][f][p], "fab%d" % p) for f in (4, 6) for p in (0, 1)])
+    return lab
+
+
+def state(lab, plane=None, h=1, check=False, **kw):
+    args = dict(dict(pin_root=lab.pins[h], state_dir=lab.state_dirs[h]), **kw)
+    if plane is not None:
+        args["plane"] = plane
+    return L.run_module(plane_state.main, args, lab.ns[h], check_mode=check)
+
+
+def ok(result):
+    assert not result.get("failed"), result.get("msg")
+    return result
+
+
+def counters(lab, h, plane):
+    return lab.maps(h).plane_counters(plane)
+
+
+def ping(lab, h, dst, count=3):
+    cmd = ["ip", "netns", "exec", lab.ns[h], "ping", "-c", str(count), "-i", "0.05", "-W", "1", dst]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
+def udp_roundtrip(lab, family, n=5):
+    """n datagrams host 1 -> host 2's plane-a address; how many arrived."""
+    af = socket.AF_INET if family == 4 else socket.AF_INET6
+    with L.in_netns(lab.ns[2]):
+        rx = socket.socket(af, socket.SOCK_DGRAM)
+    with L.in_netns(lab.ns[1]):
+        tx = socket.socket(af, socket.SOCK_DGRAM)
+    with rx, tx:
+        rx.bind((L.ADDR[2][family][0], 0))
+        rx.settimeout(1.0)
+        for i in range(n):
+            tx.sendto(b"edgeft-%d" % i, (L.ADDR[2][family][0], rx.getsockname()[1]))
+        got = 0
+        with contextlib.suppress(socket.timeout):
+            while got < n:
+                rx.recv(100)
+                got += 1
+    return got
+
+
+def peer_state(lab, h):
+    """Host h's view of the other host (peer id 0 in both tables)."""
+    return lab.maps(h).get_peer(0)
+
+
+def _delta(base, now, h, plane, key):
+    return now[h][plane][key] - base[h][plane][key]
+
+
+def wait_for(cond, timeout=3.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+# ------------------------------------------------------------------ flags
+def test_drain_sets_the_flag_and_undrain_clears_it(hosts):
+    r = ok(state(hosts, "a", state="drained"))
+    assert r["changed"] and r["plane"] == {"name": "a", "index": 0}
+    assert hosts.maps(1).get_plane(0)["drained"] and not hosts.maps(1).get_plane(1)["drained"]
+    assert [(p["name"], p["drained"], p["usable"]) for p in r["planes"]] == [("a", True, False), ("b", False, True)]
+    assert r["diff"] == {"before": {"planes": {"a": {"up": True, "drained": False}, "b": {"up": True, "drained": False}}},
+                         "after": {"planes": {"a": {"up": True, "drained": True}, "b": {"up": True, "drained": False}}}}
+    assert not ok(state(hosts, "a", state="drained"))["changed"]
+    assert ok(state(hosts, "a", state="active"))["changed"]
+    assert not hosts.maps(1).get_plane(0)["drained"]
+    assert not ok(state(hosts, "a", state="active"))["changed"]
+
+
+def test_check_mode_changes_nothing(hosts):
+    r = ok(state(hosts, "b", state="drained", check=True))
+    assert r["changed"] and r["planes"][1]["drained"] and r["notified"] == 0
+    assert not hosts.maps(1).get_plane(1)["drained"]
+    ok(state(hosts, "b", state="drained"))
+    r = ok(state(hosts, "b", state="active", check=True))
+    assert r["changed"] and r["diff"]["after"]["planes"]["b"]["drained"] is False
+    assert hosts.maps(1).get_plane(1)["drained"]
+
+
+def test_the_last_usable_plane_is_refused_unless_forced(hosts):
+    ok(state(hosts, "b", state="drained"))
+    r = state(hosts, "a", state="drained")
+    assert r.get("failed") and r["msg"].startswith("force: plane 'a' is this host's last usable plane (b: drained)"), r["msg"]
+    assert not hosts.maps(1).get_plane(0)["drained"]
+    r = ok(state(hosts, "a", state="drained", force=True))
+    assert r["changed"] and hosts.maps(1).get_plane(0)["drained"]
+
+
+def test_a_down_plane_does_not_count_as_usable(hosts):
+    hosts.maps(1).set_plane_flags(1, 0)  # the agent saw plane b's link go down
+    r = state(hosts, "a", state="drained")
+    assert r.get("failed") and "(b: down)" in r["msg"]
+
+
+def test_planes_by_index_and_bad_plane_names(hosts):
+    r = ok(state(hosts, "1", state="drained"))
+    assert r["plane"] == {"name": "b", "index": 1}
+    r = state(hosts, "zz", state="drained")
+    assert r.get("failed") and r["msg"].startswith("plane: 'zz' is neither a plane name of this host (a, b)")
+    r = state(hosts, "2", state="drained")
+    assert r.get("failed") and "plane: plane '2' (index 2) is not configured" in r["msg"]
+    r = state(hosts, state="drained")
+    assert r.get("failed") and "state is drained but all of the following are missing: plane" in r["msg"]
+    r = state(hosts, "a", state="drained", pin_root="/nonexistent")
+    assert r.get("failed") and "attach the programs first with edgeft.failover.ebpf_program" in r["msg"]
+
+
+def test_names_come_from_planes_when_given(hosts):
+    planes = [{"name": "left", "interface": "fab0"}, {"name": "right", "interface": "fab1"}]
+    r = ok(state(hosts, "right", state="drained", planes=planes))
+    assert r["plane"] == {"name": "right", "index": 1}
+    assert r["peers"][0]["last_seen_age_ms"].keys() == {"left", "right"}
+
+
+# ---------------------------------------------------------------- traffic
+@pytest.mark.parametrize("family", [4, 6], ids=["ipv4", "ipv6"])
+def test_drain_moves_both_directions_and_undrain_moves_them_back(hosts, family):
+    dst = L.ADDR[2][family][0]  # host 2's plane-a address
+    assert ping(hosts, 1, dst).returncode == 0
+    assert counters(hosts, 1, 0)["tx_packets"] >= 3 and counters(hosts, 1, 0)["steered_packets"] == 0
+
+    r = ok(state(hosts, "a", state="drained"))
+    assert r["notified"] == 1
+    # Host 2 learned from the notification alone: it left plane a towards host 1.
+    assert wait_for(lambda: peer_state(hosts, 2)["active_plane"] == 1)
+    assert (peer_state(hosts, 2)["down_planes"], peer_state(hosts, 2)["learned_planes"]) == ([0], [0])
+    # Host 1 does not learn the echo of its own drain.
+    assert peer_state(hosts, 1)["down_planes"] == []
+
+    base = {h: {p: counters(hosts, h, p) for p in (0, 1)} for h in (1, 2)}
+    p = ping(hosts, 1, dst, count=5)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert udp_roundtrip(hosts, family) == 5
+    now = {h: {p: counters(hosts, h, p) for p in (0, 1)} for h in (1, 2)}
+    assert _delta(base, now, 1, 0, "steered_packets") >= 10 and _delta(base, now, 1, 1, "steered_in_packets") >= 10
+    assert _delta(base, now, 1, 0, "tx_packets") == 0  # nothing to host 2 left on plane a
+    assert _delta(base, now, 2, 0, "rx_packets") == 0 and _delta(base, now, 2, 1, "rx_packets") >= 10  # arrived on plane b
+    assert _delta(base, now, 2, 0, "steered_packets") >= 5  # host 2's replies steered too
+    assert _delta(base, now, 1, 0, "rx_packets") == 0 and _delta(base, now, 1, 1, "rx_packets") >= 5  # and arrived on plane b
+
+    time.sleep(layout.TUNABLES["EDGEFT_LEARN_HOLD_NS"] / 1e9)
+    r = ok(state(hosts, "a", state="active"))
+    assert r["changed"] and r["notified"] == 1
+    # The notification arrives natively on plane a: host 2 forgets what it learned.
+    assert wait_for(lambda: peer_state(hosts, 2)["down_planes"] == [])
+    assert peer_state(hosts, 2)["learned_planes"] == [] and counters(hosts, 2, 0)["unlearned"] == 1
+
+    base = {h: {p: counters(hosts, h, p) for p in (0, 1)} for h in (1, 2)}
+    assert ping(hosts, 1, dst, count=5).returncode == 0
+    assert udp_roundtrip(hosts, family) == 5
+    now = {h: {p: counters(hosts, h, p) for p in (0, 1)} for h in (1, 2)}
+    assert _delta(base, now, 1, 0, "tx_packets") >= 10 and _delta(base, now, 1, 0, "steered_packets") == 0
+    assert _delta(base, now, 2, 0, "rx_packets") >= 10 and _delta(base, now, 2, 1, "rx_packets") == 0
+    assert _delta(base, now, 2, 0, "tx_packets") >= 5 and _delta(base, now, 2, 0, "steered_packets") == 0
+
+
+def test_undrain_holds_learning_so_in_flight_packets_cannot_undo_it(hosts):
+    ok(state(hosts, "a", state="drained", notify_peers=False))
+    before = time.monotonic_ns()
+    ok(state(hosts, "a", state="active", notify_peers=False))
+    assert peer_state(hosts, 1)["changed_ns"] >= before
+    # Host 2 still steers (nothing told it yet): its packet is not learned within the hold.
+    hosts.maps(2).set_active(0, 1)
+    with L.in_netns(hosts.ns[2]), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((L.ADDR[2][4][0], 0))
+        s.sendto(b"in flight", (L.ADDR[1][4][0], 9))
+    time.sleep(0.05)
+    assert peer_state(hosts, 1)["down_planes"] == []
+    assert counters(hosts, 1, 1)["rx_packets"] >= 1
+
+
+def test_query_reports_ages_counters_and_names(hosts):
+    assert ping(hosts, 1, L.ADDR[2][4][1], count=2).returncode == 0  # plane b only
+    r = ok(state(hosts))
+    assert not r["changed"] and r["plane"] is None
+    assert [p["name"] for p in r["planes"]] == ["a", "b"]  # names recorded by peer_table
+    b = r["planes"][1]
+    assert b["interface"] == "fab1" and b["up"] and not b["drained"]
+    assert b["counters"]["tx_packets"] >= 2 and b["counters"]["rx_packets"] >= 2
+    assert set(b["counters"]) == {field[0] for field in layout.Counters._fields_}
+    (peer,) = r["peers"]
+    assert (peer["name"], peer["id"], peer["active_plane"], peer["down_planes"]) == ("h2", 0, "a", [])
+    assert peer["last_seen_age_ms"]["a"] is None or peer["last_seen_age_ms"]["a"] >= 0
+    assert 0 <= peer["last_seen_age_ms"]["b"] < 5000
+    assert peer["addresses"]["planes"]["b"] == {"ipv4": "198.19.0.2", "ipv6": "fd00:edf7:b::2"}
+    assert "diff" in r and r["diff"]["before"] == r["diff"]["after"]
