@@ -19,12 +19,14 @@ from pathlib import Path
 from .errors import LabError, TopologyError
 from .faults import KINDS, SIDES, Fault
 from .lab import Lab
+from .traffic_cli import add_parser as add_traffic_parser
+from .traffic_cli import run as run_traffic
 from .topology import DEFAULT_LAB_NAME, load_topology
 
 PROG = "edgeft-lab"
-NEEDS_ROOT = {"up", "down", "status", "fault", "repair", "ping-matrix"}
+NEEDS_ROOT = {"up", "down", "status", "fault", "repair", "ping-matrix", "traffic"}
 # Commands that act on a running lab use the topology it was built from unless told otherwise.
-USES_RUNNING_TOPOLOGY = {"down", "status", "fault", "repair", "ping-matrix"}
+USES_RUNNING_TOPOLOGY = {"down", "status", "fault", "repair", "ping-matrix", "traffic"}
 TOOLS = {
     "ip": "install iproute2 (apt-get install iproute2)",
     "nft": "install nftables (apt-get install nftables)",
@@ -70,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     for kind in KINDS:
         _fault_parser(repair_kinds, kind, f"repair {kind} faults (unspecified targets match all)",
                       host=True, switch=True, side=True, optional=True)
+    add_traffic_parser(sub)
     return parser
 
 
@@ -183,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"repaired: {fault.describe()}")
         if not repaired:
             print("no active faults")
+    elif cmd == "traffic":
+        return run_traffic(lab, args)
     return 0
 
 

@@ -47,8 +47,10 @@ def build_inventory(plan: FabricPlan, bpffs_root: Path) -> dict[str, Any]:
             "ansible_python_interpreter": PYTHON,
             "edgeft_rack": host.rack_name,
             "edgeft_pin_root": str(bpffs_root / host.name),
-            # Lab hosts share one filesystem: each records its own state apart.
+            # Lab hosts share one filesystem: each keeps its state and the data path
+            # sources it compiles apart, inside the lab's run directory.
             "edgeft_state_dir": str(bpffs_root.parent / "state" / host.name),
+            "edgeft_src_dir": str(bpffs_root.parent / "src" / host.name),
             "edgeft_planes": planes,
         }
 

@@ -41,6 +41,8 @@ def test_default_inventory_groups_and_hostvars():
         "ansible_python_interpreter": "/usr/bin/python3",
         "edgeft_rack": "r2",
         "edgeft_pin_root": "/run/edgeft-lab/edgeft/bpf/r2h1",
+        "edgeft_state_dir": "/run/edgeft-lab/edgeft/state/r2h1",
+        "edgeft_src_dir": "/run/edgeft-lab/edgeft/src/r2h1",
         "edgeft_planes": [
             {"name": "a", "interface": "fab0", "ipv4": "198.18.2.11/16", "ipv6": "fd0e:d6ef:7a00:2::b/56",
              "switch": "tor-r2-a"},
@@ -65,6 +67,7 @@ def test_routed_inventory_has_gateways_and_a_renamed_lab_its_own_namespaces():
     r1h2 = doc["children"]["fabric"]["hosts"]["r1h2"]
     assert r1h2["ansible_host"] == "t-inv-r1h2"
     assert r1h2["edgeft_pin_root"] == "/run/edgeft-lab/t-inv/bpf/r1h2"
+    assert r1h2["edgeft_state_dir"] == "/run/edgeft-lab/t-inv/state/r1h2"
     assert r1h2["edgeft_planes"][0] == {
         "name": "a", "interface": "fab0", "ipv4": "198.18.1.12/24", "ipv6": "fd0e:d6ef:7a00:1::c/64",
         "switch": "tor-r1-a", "gateway4": "198.18.1.1", "gateway6": "fd0e:d6ef:7a00:1::1",

@@ -1,0 +1,61 @@
+"""A lab fabric deployed with playbooks/site.yml, shared by the tests of this directory.
+
+The lab gets a unique name, so a developer's running lab is never touched, and is
+torn down even when a test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO / 'lab') not in sys.path:
+    sys.path.insert(0, str(REPO / 'lab'))
+
+from edgeft_lab import Lab  # noqa: E402
+
+RECAP = re.compile(r'^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
+
+
+def run_playbook(inventory, playbook='playbooks/site.yml', *extra):
+    """Run a playbook of the collection; return (returncode, output, {host: (changed, failed)})."""
+    proc = subprocess.run(['ansible-playbook', '-i', str(inventory), str(REPO / playbook)] + list(extra),
+                          cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False,
+                          env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
+    out = proc.stdout + proc.stderr
+    recap = {m.group(1): (int(m.group(3)), int(m.group(4)) + int(m.group(5))) for m in RECAP.finditer(out)}
+    return proc.returncode, out, recap
+
+
+def pinned(lab, host):
+    root = lab.pin_root(host)
+    return sorted(os.listdir(root)) if os.path.isdir(root) else []
+
+
+def tc_filters(lab, host, ifname, direction):
+    """tc filters on a host NIC, as `tc` prints them (read-only)."""
+    out = subprocess.run(['tc', '-n', lab.netns(host), 'filter', 'show', 'dev', ifname, direction],
+                         capture_output=True, text=True, check=False)
+    return out.stdout
+
+
+@pytest.fixture(scope='module')
+def fresh_lab(tmp_path_factory):
+    """A lab that is up, with its inventory written, and nothing deployed."""
+    if os.geteuid() != 0:
+        pytest.fail('the deploy tests need root (namespaces, tc, bpf)')
+    lab = Lab('default', name='t-%s' % uuid.uuid4().hex[:6])
+    inventory = tmp_path_factory.mktemp('inv') / 'hosts.yml'
+    try:
+        lab.up(inventory=inventory)
+        lab.inventory_path = inventory
+        yield lab
+    finally:
+        lab.down()
