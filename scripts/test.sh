@@ -15,6 +15,8 @@ stage "ruff"
 ruff check .
 
 stage "ansible-lint (production profile)"
+# ansible-lint installs the collection under .ansible/; drop a stale copy from an earlier run.
+rm -rf "${EDGEFT_ROOT}/.ansible/collections/ansible_collections/edgeft"
 ansible-lint --offline
 
 stage "ansible-test sanity"
