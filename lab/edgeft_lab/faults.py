@@ -31,6 +31,8 @@ LINK_STATE_KINDS = ("link-down", "power-off", "flap")
 NFT_KINDS = ("silent", "loss")
 MAX_HZ = 50.0
 MAX_DURATION = 3600.0
+# A loaded machine can take seconds to start a Python process.
+FLAPPER_START_TIMEOUT = 15.0
 
 
 @dataclass(frozen=True)
@@ -272,7 +274,23 @@ class FaultInjector:
         for route in fabric.node_routes(self.plan, end.node, end.ifname):
             argv += ["--route", f"{route.dst},{route.via}"]
         log = self.run_dir / f"flap-{end.node}-{end.ifname}.log"
-        return procs.spawn(argv, log, env)
+        ready = self.run_dir / f"flap-{end.node}-{end.ifname}.ready"
+        ready.unlink(missing_ok=True)
+        argv += ["--ready-file", str(ready)]
+        pid, start = procs.spawn(argv, log, env)
+        # Return once the link has really started flapping: a caller that measures
+        # right after `flap` must not see a quiet link while the process starts up.
+        deadline = time.monotonic() + FLAPPER_START_TIMEOUT
+        while not ready.exists():
+            if not procs.is_running(pid, start):
+                tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+                raise LabError(f"flapper for {end.node}:{end.ifname} exited before flapping: {' '.join(tail) or 'no output'}")
+            if time.monotonic() > deadline:
+                procs.stop(pid, start)
+                raise LabError(f"flapper for {end.node}:{end.ifname} did not start within {FLAPPER_START_TIMEOUT:.0f} s")
+            time.sleep(0.01)
+        ready.unlink(missing_ok=True)
+        return pid, start
 
 
 def set_link(end: Endpoint, up: bool, plan: FabricPlan | None = None) -> None:

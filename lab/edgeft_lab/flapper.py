@@ -31,7 +31,7 @@ def restore_routes(ipr: IPRoute, routes: list[Route]) -> None:
         print(f"flapper: restoring routes failed: {exc}", file=sys.stderr)
 
 
-def flap(ifname: str, hz: float, duration: float, routes: list[Route]) -> int:
+def flap(ifname: str, hz: float, duration: float, routes: list[Route], ready_file: str | None = None) -> int:
     half_period = 1.0 / (2.0 * hz)
     with IPRoute() as ipr:
         found = ipr.link_lookup(ifname=ifname)
@@ -48,6 +48,10 @@ def flap(ifname: str, hz: float, duration: float, routes: list[Route]) -> int:
                 if going_up:
                     restore_routes(ipr, routes)  # set down flushed them
                 toggles += 1
+                if toggles == 1 and ready_file:
+                    # Tell the lab the flapping has begun, so `fault flap` returns only then.
+                    with open(ready_file, "w") as ready:
+                        ready.write(f"{os.getpid()}\n")
                 # The stop signals are blocked, so waiting for them is the sleep: a netlink
                 # request is never cut in half, and a stop is honoured at once.
                 wait = max(0.0, start + toggles * half_period - time.monotonic())
@@ -67,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ifname", required=True)
     parser.add_argument("--hz", type=float, required=True)
     parser.add_argument("--duration", type=float, required=True)
+    parser.add_argument("--ready-file", help="written after the first toggle")
     parser.add_argument("--route", action="append", default=[], metavar="DST,VIA",
                         help="a route via the interface to restore after each up")
     args = parser.parse_args(argv)
@@ -78,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     for text in args.route:
         dst, via = text.split(",")
         routes.append(Route(ip_network(dst), ip_address(via), args.ifname))
-    return flap(args.ifname, args.hz, args.duration, routes)
+    return flap(args.ifname, args.hz, args.duration, routes, args.ready_file)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from lab_helpers import assert_nothing_left, unique_name
 REPO = Path(__file__).resolve().parents[2]
 
 BASE = {
-    "name": "x",
+    "name": unique_name(),  # never the prefix of a lab running beside the tests
     "fabric": {"kind": "leaf-spine", "mode": "l2"},
     "racks": 2,
     "hosts_per_rack": 2,
@@ -152,6 +152,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_cli_reports_a_bad_topology_in_one_line_with_exit_2(tmp_path):
     doc = copy.deepcopy(BASE)
+    doc["name"] = unique_name()  # its own prefix: other labs may be running beside this test
     doc["planes"][1]["ipv4"] = "10.1.0.0/16"
     path = tmp_path / "bad.yml"
     path.write_text(yaml.safe_dump(doc))
@@ -160,7 +161,7 @@ def test_cli_reports_a_bad_topology_in_one_line_with_exit_2(tmp_path):
         assert result.returncode == 2, result
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
         assert f"{path}: planes[1].ipv4: 10.1.0.0/16 is outside 198.18.0.0/15" in result.stderr
-    assert_nothing_left("x")
+    assert_nothing_left(doc["name"])
 
 
 def test_cli_validate_shipped():
