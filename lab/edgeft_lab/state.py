@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -97,6 +98,9 @@ class StateStore:
         """Remove the lab's run directory once nothing is mounted below it (called under the lock)."""
         for leftover in self.run_dir.glob("*.log"):
             leftover.unlink(missing_ok=True)
+        # What deploys wrote for the lab's hosts (inventory: edgeft_state_dir, edgeft_src_dir).
+        for owned in ("state", "src"):
+            shutil.rmtree(self.run_dir / owned, ignore_errors=True)
         self.remove()
         self.lock_path.unlink(missing_ok=True)
         try:

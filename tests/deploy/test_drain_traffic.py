@@ -1,0 +1,169 @@
+"""Drain and undrain a plane under real traffic, on a lab deployed with playbooks/site.yml.
+
+r1h1 sends to r2h1 (another rack, so through both ToRs and a spine of each plane) a 10 kpps
+UDP stream and a 50 Mbit/s TCP stream, both addressed to r2h1's plane-a address. Draining
+plane a on r1h1 with playbooks/plane_state.yml must move both directions to plane b (r1h1
+steers, r2h1 learns from the first steered packet and steers its replies too) without losing
+one UDP packet or resetting the TCP connection; undraining must move both back, again
+without loss. The move is proven three ways: the per-plane counters of both hosts, the
+packet counters of the switch ports (what really crossed each plane), and the peer state
+the plane_state module reports. Run with -s to see the figures.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from deployed import counters, delta, deployed_lab, peer, plane, port_packets, query
+from conftest import run_playbook
+
+from edgeft_lab.traffic import TcpStream, UdpStream
+
+SRC, DST = 'r1h1', 'r2h1'
+PPS = 10_000
+TCP_RATE = 50e6
+WARMUP = 0.5  # streams run this long before the drain
+SETTLE = 0.3  # after a playbook returns, before a measuring window starts
+WINDOW = 0.7  # each measuring window
+# Packets an idle plane may still carry in a window: ARP and neighbour discovery of the
+# managed neighbour entries (never steered), nothing else.
+NOISE = 20
+# Switch ports whose rx counters show what each host sent into each plane.
+PORTS = {('r1h1', 'a'): ('tor-r1-a', 'r1h1'), ('r1h1', 'b'): ('tor-r1-b', 'r1h1'),
+         ('r2h1', 'a'): ('tor-r2-a', 'r2h1'), ('r2h1', 'b'): ('tor-r2-b', 'r2h1')}
+
+
+@pytest.fixture(scope='module')
+def lab(tmp_path_factory):
+    with deployed_lab(tmp_path_factory.mktemp('inv'), prefix='td') as deployed:
+        yield deployed
+
+
+def set_plane_a(lab, state):
+    """playbooks/plane_state.yml on r1h1: plane a drained or active; must change exactly r1h1."""
+    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/plane_state.yml', '-e', 'edgeft_hosts=%s' % SRC,
+                                  '-e', 'edgeft_plane=a', '-e', 'edgeft_plane_state=%s' % state)
+    assert rc == 0, out[-4000:]
+    assert recap == {SRC: (1, 0)}, 'plane_state.yml %s: expected one change on %s:\n%s' % (state, SRC, out[-4000:])
+
+
+def snapshot(lab):
+    """Per-plane data path counters of both hosts and switch port rx counters, at one moment."""
+    snap = {'t': time.monotonic(), SRC: counters(lab, SRC), DST: counters(lab, DST)}
+    snap['ports'] = {key: port_packets(lab, switch, port)[0] for key, (switch, port) in PORTS.items()}
+    return snap
+
+
+def window(before, after):
+    """What happened between two snapshots: counter deltas per host and plane, port deltas, seconds."""
+    return {
+        's': after['t'] - before['t'],
+        SRC: delta(after[SRC], before[SRC]),
+        DST: delta(after[DST], before[DST]),
+        'ports': {key: after['ports'][key] - before['ports'][key] for key in PORTS},
+    }
+
+
+def describe(name, w):
+    c1, c2, ports = w[SRC], w[DST], w['ports']
+    return ('  %s window %.2f s: %s a tx +%d steered +%d | b tx +%d steered_in +%d | %s a rx +%d tx +%d steered +%d | '
+            'b rx +%d tx +%d steered_in +%d | switch ports rx: %s' % (
+                name, w['s'], SRC, c1['a']['tx_packets'], c1['a']['steered_packets'], c1['b']['tx_packets'],
+                c1['b']['steered_in_packets'], DST, c2['a']['rx_packets'], c2['a']['tx_packets'],
+                c2['a']['steered_packets'], c2['b']['rx_packets'], c2['b']['tx_packets'], c2['b']['steered_in_packets'],
+                ', '.join('%s->%s +%d' % (host, p, n) for (host, p), n in sorted(ports.items()))))
+
+
+def print_figures(family, udp, tcp, windows, during, after):
+    r2_view = [peer(during[DST], SRC), peer(after[DST], SRC)]
+    print('\nIPv%d: drain/undrain of plane a on %s, traffic %s -> %s (%s)' % (family, SRC, SRC, DST, udp.address))
+    print('  marks (ms from the UDP start): %s' % ', '.join('%s %.0f' % kv for kv in udp.marks.items()))
+    print('  UDP %d pps: sent %d, received %d, lost %d, max gap %.1f ms at %.0f ms (sender max gap %.1f ms), '
+          'reordered %d, duplicates %d, socket drops %d'
+          % (PPS, udp.sent, udp.received, udp.lost, udp.max_gap_ms, udp.max_gap_at_ms, udp.sender_max_gap_ms,
+             udp.reordered, udp.duplicates, udp.socket_drops))
+    print('  TCP %.0f Mbit/s: %.1f Mbit/s, max stall %.1f ms at %.0f ms, resets %d, timeouts %d, connections %d, survived %s'
+          % (TCP_RATE / 1e6, tcp.goodput_mbps, tcp.max_stall_ms, tcp.max_stall_at_ms, tcp.resets, tcp.timeouts,
+             tcp.connections, tcp.survived))
+    for name, w in windows.items():
+        print(describe(name, w))
+    for label, view in zip(('drained', 'undrained'), r2_view):
+        print('  %s: %s sees %s: active plane %s, down %s, learned %s' % (
+            label, DST, SRC, view['active_plane'], view['down_planes'], view['learned_planes']))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', [4, 6], ids=['ipv4', 'ipv6'])
+def test_drain_and_undrain_move_both_directions_without_loss(lab, family):
+    udp = UdpStream(lab, SRC, DST, plane='a', family=family, pps=PPS)
+    tcp = TcpStream(lab, SRC, DST, plane='a', family=family, rate_bps=TCP_RATE)
+    with udp, tcp:
+        time.sleep(WARMUP)
+        s0 = snapshot(lab)
+        for stream in (udp, tcp):
+            stream.mark('drain')
+        set_plane_a(lab, 'drained')
+        for stream in (udp, tcp):
+            stream.mark('drained')
+        time.sleep(SETTLE)
+        s1 = snapshot(lab)
+        time.sleep(WINDOW)
+        s2 = snapshot(lab)
+        during = query(lab, [SRC, DST])
+        for stream in (udp, tcp):
+            stream.mark('undrain')
+        set_plane_a(lab, 'active')
+        for stream in (udp, tcp):
+            stream.mark('undrained')
+        time.sleep(SETTLE)
+        s3 = snapshot(lab)
+        time.sleep(WINDOW)
+        s4 = snapshot(lab)
+        after = query(lab, [SRC, DST])
+    u, t = udp.result(), tcp.result()
+    windows = {'drained': window(s1, s2), 'undrained': window(s3, s4)}
+    print_figures(family, u, t, windows, during, after)
+
+    # The product promise: nothing lost, nothing reset, in either move.
+    assert u.lost == 0 and u.socket_drops == 0, u.summary()
+    assert t.resets == 0 and t.timeouts == 0 and t.survived, t.summary()
+
+    busy = 0.5 * PPS * WINDOW  # the UDP stream alone sends PPS * WINDOW in a window
+
+    # Drained: r1h1 sends nothing to a peer on plane a, and steers to plane b...
+    w = windows['drained']
+    assert w[SRC]['a']['tx_packets'] == 0, w[SRC]['a']
+    assert w[SRC]['a']['steered_packets'] >= busy, w[SRC]['a']
+    assert w[SRC]['b']['steered_in_packets'] >= busy and w[SRC]['b']['tx_packets'] >= busy, w[SRC]['b']
+    # ...r2h1 receives it on b, and its replies to r1h1 are steered off a onto b as well...
+    assert w[DST]['b']['rx_packets'] >= busy and w[DST]['a']['rx_packets'] <= NOISE, w[DST]
+    assert w[DST]['a']['tx_packets'] == 0 and w[DST]['a']['steered_packets'] > 0, w[DST]['a']
+    # ...and the switches agree: plane a carries nothing from either host.
+    assert w['ports'][(SRC, 'a')] <= NOISE and w['ports'][(SRC, 'b')] >= busy, w['ports']
+    assert w['ports'][(DST, 'a')] <= NOISE and w['ports'][(DST, 'b')] > 0, w['ports']
+    r1_plane_a = plane(during[SRC], 'a')
+    assert r1_plane_a['drained'] and not r1_plane_a['usable'], r1_plane_a
+    seen = peer(during[DST], SRC)
+    assert (seen['active_plane'], seen['down_planes'], seen['learned_planes']) == ('b', ['a'], ['a']), seen
+
+    # Undrained: everything is back on plane a, in both directions.
+    w = windows['undrained']
+    assert w[SRC]['a']['steered_packets'] == 0 and w[SRC]['a']['tx_packets'] >= busy, w[SRC]['a']
+    assert w[SRC]['b']['tx_packets'] == 0, w[SRC]['b']
+    assert w[DST]['a']['rx_packets'] >= busy and w[DST]['b']['rx_packets'] <= NOISE, w[DST]
+    assert w[DST]['a']['steered_packets'] == 0 and w[DST]['a']['tx_packets'] > 0, w[DST]['a']
+    assert w[DST]['b']['tx_packets'] == 0, w[DST]['b']
+    assert w['ports'][(SRC, 'a')] >= busy and w['ports'][(SRC, 'b')] <= NOISE, w['ports']
+    assert w['ports'][(DST, 'a')] > 0 and w['ports'][(DST, 'b')] <= NOISE, w['ports']
+    assert not plane(after[SRC], 'a')['drained']
+    seen = peer(after[DST], SRC)
+    assert (seen['down_planes'], seen['learned_planes']) == ([], []), seen
+
+    # r2h1 learned exactly once when the drain began and unlearned exactly once at the undrain
+    # (no flapping); r1h1, which made the decisions, never learned anything from r2h1's echo.
+    drain, undrain = window(s0, s2), window(s2, s4)
+    assert (drain[DST]['b']['learned'], drain[DST]['a']['unlearned']) == (1, 0), drain[DST]
+    assert (undrain[DST]['b']['learned'], undrain[DST]['a']['unlearned']) == (0, 1), undrain[DST]
+    total = window(s0, s4)[SRC]
+    assert all(total[p]['learned'] == 0 and total[p]['unlearned'] == 0 for p in ('a', 'b')), total
