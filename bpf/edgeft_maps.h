@@ -112,6 +112,35 @@ struct edgeft_counters {
 #endif
 
 /*
+ * Probes: the agent's per-plane path checks (docs/agent.md). A probe is UDP
+ * to or from EDGEFT_PROBE_PORT, without IP options, fragments or extension
+ * headers, whose payload starts with struct edgeft_probe (network order).
+ *  - ingress answers a request from a known peer in the kernel: it swaps the
+ *    MACs, the addresses, the ports and the two kind halves, and sends the
+ *    frame back out the NIC it came in on. Every change is a permutation of
+ *    16-bit words inside the checksummed ranges, so every checksum stays
+ *    valid (whatever the skb's checksum state) and none is recomputed.
+ *  - egress never steers a request or a reply: a probe tests one plane.
+ *  - probes are not counted, do not touch last_seen and teach nothing (they
+ *    leave on their own plane even while the agent steers the peer off it).
+ * The agent mirrors this in plugins/module_utils/agent/probe.py (a unit test
+ * compiles asserts of the mirror against this header).
+ */
+#define EDGEFT_PROBE_PORT 7531
+#define EDGEFT_PROBE_MAGIC 0x65667470 /* "eftp" */
+#define EDGEFT_PROBE_REQUEST 0x7271   /* "rq" */
+#define EDGEFT_PROBE_REPLY 0x7270     /* "rp" */
+
+struct edgeft_probe {
+	__u32 magic;     /* EDGEFT_PROBE_MAGIC */
+	__u16 kind;      /* REQUEST in a request, REPLY in a reply */
+	__u16 kind_swap; /* the other one: the reflector swaps the two halves */
+	__u32 session;   /* the sender's, opaque to the kernel */
+	__u32 seq;
+	__u64 sent_ns;
+};
+
+/*
  * Map declarations (only when compiled by bcc: Python includes nothing).
  * With EDGEFT_PIN_DIR (a string literal: argv -DEDGEFT_PIN_DIR="/sys/fs/bpf/edgeft")
  * bcc opens <dir>/<name> if pinned, else creates and pins it, so agents and

@@ -8,10 +8,12 @@
  *                   header untouched); everything else passes.
  *   edgeft_ingress: record last-seen/counters for known peers, learn the
  *                   peer's plane choice from steered traffic and forget it
- *                   when the peer sends on its own plane again.
+ *                   when the peer sends on its own plane again; answer the
+ *                   agent probes of known peers (the reflector).
  *
  * Both return TC_ACT_UNSPEC for anything they do not act on (other tc programs
- * still run) and never drop or modify a packet. See docs/datapath.md.
+ * still run) and never drop or modify a packet, except probe requests, which
+ * ingress turns into replies and sends back (docs/datapath.md, docs/agent.md).
  */
 #include <uapi/linux/bpf.h>
 #include <uapi/linux/pkt_cls.h>
@@ -153,6 +155,117 @@ static __always_inline int edgeft_parse(struct __sk_buff *skb, struct edgeft_pkt
 	return -1;
 }
 
+/* ---- probes (edgeft_maps.h: answered here, never steered, never learned) */
+
+#define EDGEFT_IPPROTO_UDP 17
+#define EDGEFT_PACKET_HOST 0
+
+struct edgeft_udp_probe {
+	__u16 sport;
+	__u16 dport;
+	__u16 len;
+	__u16 check;
+	struct edgeft_probe probe;
+};
+
+/* Offset of the UDP header when the packet could be a probe, else 0. Probes
+ * carry no IP options, fragments or extension headers, so the offset is fixed. */
+static __always_inline __u32 edgeft_probe_l4(struct __sk_buff *skb, __u32 family)
+{
+	__u8 proto = 0;
+
+	if (family == EDGEFT_AF_INET) {
+		__u8 ver_ihl = 0;
+		__u16 frag = 0;
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ver_ihl, 1) < 0 || ver_ihl != 0x45)
+			return 0;
+		if (bpf_skb_load_bytes(skb, ETH_HLEN + 6, &frag, 2) < 0 || (frag & bpf_htons(0x3fff)))
+			return 0;
+		if (bpf_skb_load_bytes(skb, ETH_HLEN + 9, &proto, 1) < 0 || proto != EDGEFT_IPPROTO_UDP)
+			return 0;
+		return ETH_HLEN + 20;
+	}
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + 6, &proto, 1) < 0 || proto != EDGEFT_IPPROTO_UDP)
+		return 0;
+	return ETH_HLEN + 40;
+}
+
+/* EDGEFT_PROBE_REQUEST or _REPLY (with *l4 set), else 0: not a probe. */
+static __always_inline int edgeft_probe_kind(struct __sk_buff *skb, __u32 family, __u32 *l4)
+{
+	struct edgeft_udp_probe u;
+
+	*l4 = edgeft_probe_l4(skb, family);
+	if (!*l4 || bpf_skb_load_bytes(skb, *l4, &u, sizeof(u)) < 0)
+		return 0;
+	if (u.probe.magic != bpf_htonl(EDGEFT_PROBE_MAGIC) || bpf_ntohs(u.len) < sizeof(u))
+		return 0;
+	if (u.probe.kind == bpf_htons(EDGEFT_PROBE_REQUEST) && u.dport == bpf_htons(EDGEFT_PROBE_PORT))
+		return EDGEFT_PROBE_REQUEST;
+	if (u.probe.kind == bpf_htons(EDGEFT_PROBE_REPLY) && u.sport == bpf_htons(EDGEFT_PROBE_PORT))
+		return EDGEFT_PROBE_REPLY;
+	return 0;
+}
+
+/*
+ * Turn a request into its reply in place and send it back out this NIC: swap
+ * MACs, addresses, ports and the kind halves. Only 16-bit words move, inside
+ * the ranges each checksum covers (the UDP pseudo-header included), so the IP
+ * and UDP checksums stay valid for CHECKSUM_NONE/PARTIAL/COMPLETE skbs alike.
+ * No neighbour lookup: the reply goes to the MAC the request came from.
+ */
+static __always_inline int edgeft_reflect(struct __sk_buff *skb, __u32 family, __u32 l4)
+{
+	/* A store can only fail when unsharing the skb fails (memory): the probe
+	 * is then half-swapped and must not reach the stack; it counts as lost. */
+	__u8 mac[12], swapped[12];
+
+	if (bpf_skb_load_bytes(skb, 0, mac, sizeof(mac)) < 0)
+		return TC_ACT_SHOT;
+	__builtin_memcpy(swapped, mac + 6, 6);
+	__builtin_memcpy(swapped + 6, mac, 6);
+	if (bpf_skb_store_bytes(skb, 0, swapped, sizeof(swapped), 0) < 0)
+		return TC_ACT_SHOT;
+
+	if (family == EDGEFT_AF_INET) {
+		__u32 a[2], b[2];
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN + 12, a, sizeof(a)) < 0)
+			return TC_ACT_SHOT;
+		b[0] = a[1];
+		b[1] = a[0];
+		if (bpf_skb_store_bytes(skb, ETH_HLEN + 12, b, sizeof(b), 0) < 0)
+			return TC_ACT_SHOT;
+	} else {
+		__u32 a[8], b[8];
+
+		if (bpf_skb_load_bytes(skb, ETH_HLEN + 8, a, sizeof(a)) < 0)
+			return TC_ACT_SHOT;
+		__builtin_memcpy(b, a + 4, 16);
+		__builtin_memcpy(b + 4, a, 16);
+		if (bpf_skb_store_bytes(skb, ETH_HLEN + 8, b, sizeof(b), 0) < 0)
+			return TC_ACT_SHOT;
+	}
+
+	__u16 w[2], s[2];
+
+	/* ports, then kind/kind_swap (UDP offsets 12-15: even, like every move) */
+	if (bpf_skb_load_bytes(skb, l4, w, sizeof(w)) < 0)
+		return TC_ACT_SHOT;
+	s[0] = w[1];
+	s[1] = w[0];
+	if (bpf_skb_store_bytes(skb, l4, s, sizeof(s), 0) < 0)
+		return TC_ACT_SHOT;
+	if (bpf_skb_load_bytes(skb, l4 + 12, w, sizeof(w)) < 0)
+		return TC_ACT_SHOT;
+	s[0] = w[1];
+	s[1] = w[0];
+	if (bpf_skb_store_bytes(skb, l4 + 12, s, sizeof(s), 0) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect(skb->ifindex, 0);
+}
+
 /* Up and not drained: the plane may carry (or receive) steered traffic. */
 static __always_inline int edgeft_plane_ok(struct edgeft_plane *cfg)
 {
@@ -196,6 +309,11 @@ int edgeft_egress(struct __sk_buff *skb)
 	__u32 id = ref->peer_id;
 	struct edgeft_peer_state *st = edgeft_state_v1.lookup(&id);
 	if (!st)
+		return TC_ACT_UNSPEC;
+
+	__u32 l4;
+
+	if (edgeft_probe_kind(skb, p.family, &l4)) /* probes test this plane */
 		return TC_ACT_UNSPEC;
 
 	__u32 me = EDGEFT_PLANE;
@@ -263,6 +381,16 @@ int edgeft_ingress(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	struct edgeft_peer_state *st = edgeft_state_v1.lookup(&id);
 	if (!st)
+		return TC_ACT_UNSPEC;
+
+	/* Probes: answer requests addressed to this host (not frames a bridge
+	 * flooded to us); replies go to the agent. Neither is counted or learned. */
+	__u32 l4;
+	int kind = edgeft_probe_kind(skb, p.family, &l4);
+
+	if (kind == EDGEFT_PROBE_REQUEST && skb->pkt_type == EDGEFT_PACKET_HOST)
+		return edgeft_reflect(skb, p.family, l4);
+	if (kind)
 		return TC_ACT_UNSPEC;
 
 	__u64 now = bpf_ktime_get_ns();

@@ -51,6 +51,10 @@ def build_inventory(plan: FabricPlan, bpffs_root: Path) -> dict[str, Any]:
             # sources it compiles apart, inside the lab's run directory.
             "edgeft_state_dir": str(bpffs_root.parent / "state" / host.name),
             "edgeft_src_dir": str(bpffs_root.parent / "src" / host.name),
+            # No systemd per namespace: lab agents run as processes started by tests and tools.
+            "edgeft_agent_service": False,
+            "edgeft_agent_dir": str(bpffs_root.parent / "src" / host.name / "agent"),
+            "edgeft_agent_config": str(bpffs_root.parent / "state" / host.name / "agent.json"),
             "edgeft_planes": planes,
         }
 

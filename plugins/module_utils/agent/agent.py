@@ -1,0 +1,429 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The agent: one event loop (selectors/epoll) and a timer wheel.
+
+Inputs: link events (netlink), probe replies (one socket per plane and
+family), timers (one per probed path, plus plane hold-down checks and a
+periodic resync with the maps), metrics/status requests.
+Outputs: the plane UP flags and the peers' judged down bits in the pinned
+maps, backup routes, log lines, metrics.
+
+Start-up reads the state it left in the maps and changes it only on evidence,
+so a restart never flaps anything; while the agent is dead, the data path
+keeps forwarding as last told.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import selectors
+import signal
+import time
+
+from ansible_collections.edgeft.failover.plugins.module_utils.agent import netlink, probe, routes
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.endpoint import Endpoint
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.judge import Dampening, Judge
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.names import PeerNames
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.path import Path
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.prober import Prober
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.steer import Steering
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.wheel import TimerWheel
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute, layout
+
+EVENT_LOG = 500  # recent state changes kept for status
+
+
+class PlaneState:
+    def __init__(self, spec, judge, flags):
+        self.spec = spec
+        self.index = spec["index"]
+        self.name = spec["name"]
+        self.judge = judge
+        self.flags = flags  # last read or written data path flags
+        self.failovers = 0
+        self.failbacks = 0
+        self.routes_lost = False  # backup routes through this NIC need re-adding
+
+    @property
+    def usable(self) -> bool:
+        """Judged up here and not drained: traffic may be moved onto it."""
+        return self.judge.up and not self.flags & layout.PLANE_DRAINED
+
+
+class Agent:
+    def __init__(self, cfg, maps, planes, log, clock=time.monotonic_ns):
+        self.cfg = cfg
+        self.log = log
+        self.clock = clock
+        self.steer = Steering(maps, cfg.pin_root)
+        self.maps = maps
+        self.plane_specs = planes
+        self.session = random.getrandbits(32)
+        self.started = clock()
+        self.selector = selectors.DefaultSelector()
+        self.wheel = TimerWheel(self.started)
+        self.prober = Prober(planes, cfg.probe_tos, log, self._watch_probe_socket, self._unwatch)
+        self.names = PeerNames(cfg.state_dir, cfg.pin_root, cfg.peer_names, log)
+        self.peer_names = {}
+        self.peers = {}  # id -> get_peer() as of the last resync
+        self.paths = {}  # (peer id, plane) -> Path
+        self.by_address = {}  # (plane, family, address) -> Path
+        self.planes = {}
+        self.events = collections.deque(maxlen=EVENT_LOG)
+        self.totals = {"failovers": 0, "failbacks": 0}
+        self.loop_lag_max_ns = 0
+        self.stopping = False
+        self.links = None
+        self.endpoint = None
+        self.route_errors = []
+        self.route_want = {}  # routes.desired() as of the last sync
+        self.routes_due = True  # the first resync installs them whatever the peers
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    # ------------------------------------------------------------- helpers
+    def damp(self) -> Dampening:
+        d = self.cfg.dampening
+        return Dampening(d["enabled"], d["penalty"], d["suppress"], d["reuse"], d["half_life_ms"], d["max_suppress_ms"])
+
+    def _event(self, now, kind, scope, plane, reason, peer=None):
+        """One line per state change, with the reason; also kept for status."""
+        entry = {"t_ns": now, "kind": kind, "scope": scope, "plane": self.planes[plane].name, "reason": reason}
+        if peer is not None:
+            entry["peer"] = self.peer_names.get(peer, "#%d" % peer)
+        self.events.append(entry)
+        what = "path %s/%s" % (entry["peer"], entry["plane"]) if peer is not None else "plane %s (%s)" % (
+            entry["plane"], self.planes[plane].spec["interface"])
+        self.log.info("%s %s: %s", what, kind, reason)
+
+    def _watch_probe_socket(self, sock) -> None:
+        self.selector.register(sock, selectors.EVENT_READ, self._on_probe_readable)
+
+    def _unwatch(self, sock) -> None:
+        try:
+            self.selector.unregister(sock)
+        except (KeyError, ValueError):
+            pass
+
+    # ------------------------------------------------------------- start-up
+    def start(self) -> None:
+        now = self.clock()
+        self.links = netlink.LinkMonitor()  # subscribe before the dump: no event is lost in between
+        self.selector.register(self.links.sock, selectors.EVENT_READ, self._on_links)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, self._on_wake)
+        flags_now = netlink.dump_links()
+        for spec in self.plane_specs:
+            slot = self.steer.plane(spec["index"])
+            up = bool(slot.flags & layout.PLANE_UP)
+            carrier = netlink.carrier(flags_now.get(spec["ifindex"], 0))
+            judge = Judge(up, self.cfg.hold_down_ns, self.damp(), now, alive=carrier)
+            self.planes[spec["index"]] = PlaneState(spec, judge, slot.flags)
+            if up and not carrier:
+                self._plane_down(self.planes[spec["index"]], now, "no carrier on %s at start" % spec["interface"])
+            elif not up and carrier:
+                self.log.info("plane %s: UP flag clear at start with carrier on %s: set again after %d ms of stable carrier",
+                              spec["name"], spec["interface"], self.cfg.hold_down_ms)
+        self.resync(now)
+        if self.cfg.metrics_listen:
+            self.endpoint = Endpoint(self.cfg.metrics_listen, self.selector, self._routes_http(), self.clock)
+        now = self.clock()
+        self.wheel.schedule(now + self.cfg.interval_ns, self._tick_planes)
+        self.wheel.schedule(now + self.cfg.resync_ms * 1000000, self._tick_resync)
+        self.log.info("started: %d plane(s), %d peer(s), %d path(s); %s", len(self.planes), len(self.peers),
+                      len(self.paths), self.cfg.summary())
+
+    def _routes_http(self) -> dict:
+        from ansible_collections.edgeft.failover.plugins.module_utils.agent import report
+
+        return {
+            "/metrics": lambda: (report.CONTENT_TYPE, report.metrics(self).encode()),
+            "/status": lambda: ("application/json", report.status_json(self).encode()),
+        }
+
+    # ------------------------------------------------------------- resync
+    def probe_target(self, peer, plane):
+        """(family, peer address) to probe on plane, or None."""
+        spec = self.plane_specs[plane]
+        order = (4, 6) if self.cfg.probe_family == "auto" else (self.cfg.probe_family,)
+        for family in order:
+            addr = peer["v4" if family == 4 else "v6"][plane]
+            if addr and spec.get(family):
+                return family, addr
+        return None
+
+    def resync(self, now) -> None:
+        """Follow the peer table (added/removed peers, changed addresses); routes follow
+        when the table changed."""
+        peers = self.steer.peers()
+        changed = self.routes_due or {pid: p["v4"] + p["v6"] for pid, p in peers.items()} != {
+            pid: p["v4"] + p["v6"] for pid, p in self.peers.items()}
+        self.peer_names = self.names.names(peers)
+        for state in self.planes.values():
+            state.flags = self.steer.plane(state.index).flags
+        self.peers = peers
+        if changed and self.cfg.backup_routes["enabled"]:
+            self.sync_routes()  # before new paths are scheduled: it runs `ip` a few times
+        wanted = {}
+        for peer_id, peer in peers.items():
+            for plane in self.planes:
+                target = self.probe_target(peer, plane)
+                if target is not None:
+                    wanted[(peer_id, plane)] = target
+        for key in list(self.paths):
+            path = self.paths[key]
+            if wanted.get(key) != (path.family, path.address):
+                self._drop_path(path)
+        # A judged down bit is not re-asserted here: the data path clears the arrival plane's bit
+        # when the peer steers onto it (that traffic proves the plane), and that is its call.
+        for i, (key, (family, addr)) in enumerate(sorted(wanted.items())):
+            if key not in self.paths:
+                self._add_path(key, family, addr, peers[key[0]], now, i, len(wanted))
+        self.routes_due = False
+
+    def _add_path(self, key, family, addr, peer, now, i, n) -> None:
+        peer_id, plane = key
+        bit = 1 << plane
+        judged_down = bool(peer["down_planes"] and plane in peer["down_planes"] and plane not in peer["learned_planes"])
+        path = Path(peer_id, plane, family, addr, Judge(not judged_down, self.cfg.hold_down_ns, self.damp(), now),
+                    self.cfg.multiplier)
+        if judged_down:
+            self.log.info("path %s/%s: down in the maps at start (down_mask 0x%x): fails back after %d ms of replies",
+                          self.peer_names.get(peer_id), self.planes[plane].name, bit, self.cfg.hold_down_ms)
+        self.paths[key] = path
+        self.by_address[(plane, family, addr)] = path
+        # Spread the paths over one interval so probes do not leave in bursts.
+        first = self.clock() + (self.cfg.interval_ns * i) // max(n, 1)
+        path.timer = self.wheel.schedule(first, lambda t, p=path: self._probe(p, t))
+
+    def _drop_path(self, path) -> None:
+        if path.timer is not None:
+            path.timer.cancel()
+        self.paths.pop((path.peer_id, path.plane), None)
+        self.by_address.pop((path.plane, path.family, path.address), None)
+
+    def sync_routes(self) -> None:
+        """Make the backup and held tables (routes.py) match the peers and our plane judgements."""
+        br = self.cfg.backup_routes
+        try:
+            added_rules = routes.ensure_rules(br["table"], br["priority"])
+            added_rules += ["ignore_routes_with_linkdown " + c for c in routes.ignore_linkdown(
+                [p["interface"] for p in self.plane_specs])]
+            prefixes = {(p["index"], f): net for p in self.plane_specs for f, net in p["prefixes"].items()}
+            self.route_want = routes.desired(self.peers, self.plane_specs, prefixes)
+            added, removed, errors = routes.reconcile(br["table"], self.route_want)
+            held = {k: v for k, v in self.route_want.items() if not self.planes[v[3]].judge.up}
+            held_added, held_removed, held_errors = routes.reconcile(br["table"] + 1, held)
+            errors += held_errors
+        except iproute.IpCommandError as e:
+            added_rules, added, removed, held_added, held_removed, errors = [], [], [], [], [], [str(e)]
+        if added_rules or added or removed or held_added or held_removed:
+            self.log.info("backup routes (table %d): %s%d added, %d removed; held (table %d): %d added, %d removed",
+                          br["table"], "rules added: %s; " % ", ".join(added_rules) if added_rules else "",
+                          len(added), len(removed), br["table"] + 1, len(held_added), len(held_removed))
+        self._route_errors(errors)
+
+    def hold_routes(self, plane: int, held: bool) -> None:
+        """Put (or take) the peers' addresses on plane into the held table: one `ip` run."""
+        if not self.cfg.backup_routes["enabled"]:
+            return
+        table = str(self.cfg.backup_routes["table"] + 1)
+        commands = []
+        for (family, dst), (gateway, dev, source, native) in sorted(self.route_want.items()):
+            if native != plane:
+                continue
+            if held:
+                # IPv6 refuses a preferred source on a NIC that is down (the plane's own, here):
+                # connected sockets keep theirs; new ones pick the backup plane's address.
+                src = ["src", source] if family == 4 else []
+                commands.append(["-%d" % family, "route", "replace", dst, "via", gateway, "dev", dev, "onlink"] + src
+                                + ["table", table, "proto", routes.PROTO])
+            else:
+                commands.append(["-%d" % family, "route", "del", dst, "table", table])
+        try:
+            errors = routes.batch(commands)
+        except OSError as e:
+            errors = [str(e)]
+        # Deleting what is already gone is fine (the kernel drops routes with their NIC).
+        self._route_errors([e for e in errors if held or "No such process" not in e])
+
+    def _route_errors(self, errors) -> None:
+        if errors and errors != self.route_errors:
+            self.log.warning("backup routes: %s", errors[0])
+        self.route_errors = errors
+
+    # ------------------------------------------------------------- loop
+    def run(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        try:
+            while not self.stopping:
+                self.turn()
+        finally:
+            self.close()
+
+    def turn(self) -> None:
+        now = self.clock()
+        deadline = self.wheel.next_deadline()
+        timeout = 1.0 if deadline is None else max(0.0, (deadline - now) / 1e9)
+        for key, _mask in self.selector.select(timeout):
+            key.data(key.fileobj)
+        # Every reply that arrived is read before any probe is judged missing.
+        self._drain_probes()
+        now = self.clock()
+        for timer in self.wheel.expire(now):
+            self.loop_lag_max_ns = max(self.loop_lag_max_ns, now - timer.deadline)
+            timer.callback(now)
+        if self.endpoint is not None:
+            self.endpoint.expire(now)
+
+    def _on_signal(self, signum, _frame) -> None:
+        self.stopping = True
+        self.log.info("stopping on signal %d; the data path keeps its state", signum)
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def _on_wake(self, _fd) -> None:
+        try:
+            os.read(self._wake_r, 64)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if self.endpoint is not None:
+            self.endpoint.close()
+        self.prober.close()
+        if self.links is not None:
+            self.links.close()
+        self.selector.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    # ------------------------------------------------------------- probes
+    def _probe(self, path, now) -> None:
+        path.check(now)
+        self.judge_path(path, now)
+        if (path.peer_id, path.plane) not in self.paths:
+            return  # the peer went away while we judged
+        payload = path.request(self.session, self.clock())
+        if not self.prober.send(path.plane, path.family, path.address, payload):
+            path.send_errors += 1
+        nxt = path.timer.deadline + self.cfg.interval_ns
+        if nxt <= now:  # we were late by more than an interval: keep the cadence from now
+            nxt = now + self.cfg.interval_ns
+        path.timer = self.wheel.schedule(nxt, lambda t, p=path: self._probe(p, t))
+
+    def _on_probe_readable(self, _sock) -> None:
+        """Replies are read in _drain_probes, right after select returns."""
+
+    def _drain_probes(self) -> None:
+        for (plane, family), sock in list(self.prober.socks.items()):
+            got = self.prober.receive(sock)
+            if not got:
+                continue
+            now = self.clock()
+            for data, source in got:
+                reply = probe.parse_reply(data)
+                path = self.by_address.get((plane, family, source))
+                if reply is None or path is None or reply[0] != self.session:
+                    continue
+                path.replied(reply[1], reply[2], now)
+
+    # ------------------------------------------------------------- judgement
+    def judge_path(self, path, now) -> None:
+        judge = path.judge
+        plane = self.planes[path.plane]
+        if judge.up and not judge.alive:
+            # Move only when there is somewhere to go: a path to the same peer on
+            # another plane, judged up and answering right now. When every path
+            # of a peer dies at once (the peer is down, or our own stack
+            # stalls), moving helps nothing and would only have to be undone.
+            others = sorted((p for p in self.peer_paths(path.peer_id) if p is not path and p.healthy
+                             and self.planes[p.plane].usable), key=lambda p: p.plane)
+            if not others:
+                return
+            judge.fail(now)
+            path.failovers += 1
+            self.totals["failovers"] += 1
+            active = self.steer.path_down(path.peer_id, path.plane, [p.plane for p in others])
+            since = (now - path.last_reply_ns) // 1000000 if path.last_reply_ns else None
+            self._event(now, "failover", "path", path.plane,
+                        "no reply to %d probes in a row (last reply %s ago) -> traffic to plane %s" % (
+                            path.misses, "%d ms" % since if since is not None else "never",
+                            self.planes[active].name if active is not None and active in self.planes else "?"),
+                        peer=path.peer_id)
+        elif judge.recover(now):
+            path.failbacks += 1
+            self.totals["failbacks"] += 1
+            self.steer.path_up(path.peer_id, path.plane)
+            self._event(now, "failback", "path", path.plane,
+                        "replies for %d ms without a break (hold-down %d ms), rtt %.3f ms -> traffic back on plane %s" % (
+                            judge.stable_for(now) // 1000000, self.cfg.hold_down_ms, (path.rtt_avg_ns or 0) / 1e6, plane.name),
+                        peer=path.peer_id)
+
+    def peer_paths(self, peer_id):
+        return [p for (pid, _plane), p in self.paths.items() if pid == peer_id]
+
+    # ------------------------------------------------------------- planes
+    def _on_links(self, _sock) -> None:
+        now = self.clock()
+        events = self.links.read()
+        if self.links.overflowed:
+            self.links.overflowed = False
+            events.extend(netlink.dump_links().items())
+        by_ifindex = {s.spec["ifindex"]: s for s in self.planes.values()}
+        for ifindex, flags in events:
+            state = by_ifindex.get(ifindex)
+            if state is None:
+                continue
+            carrier = flags is not None and netlink.carrier(flags)
+            if not state.judge.observe(carrier, now):
+                continue
+            nic = state.spec["interface"]
+            if not carrier:
+                reason = "deleted" if flags is None else ("admin down" if not flags & netlink.IFF_UP else "no carrier")
+                # Admin-down (or deletion) makes the kernel delete the routes through the NIC,
+                # our backup routes included; mere carrier loss does not.
+                state.routes_lost = state.routes_lost or reason != "no carrier"
+                if not self._plane_down(state, now, "%s on %s" % (reason, nic)):
+                    self.log.info("plane %s: %s on %s again while down: hold-down starts over", state.name, reason, nic)
+            else:
+                damp = state.judge.damp
+                wait = max(self.cfg.hold_down_ns, damp.reuse_in_ns(now))
+                self.log.info("plane %s: carrier back on %s; UP again after %d ms of stable carrier%s", state.name, nic,
+                              wait // 1000000, " (flap dampening: penalty %d)" % damp.penalty(now) if damp.suppressed(now) else "")
+                if state.routes_lost and self.cfg.backup_routes["enabled"]:
+                    self.sync_routes()
+                    state.routes_lost = False
+
+    def _plane_down(self, state, now, reason) -> bool:
+        if not state.judge.fail(now):
+            return False
+        self.steer.set_plane_up(state.index, False)
+        state.flags &= ~layout.PLANE_UP
+        state.failovers += 1
+        self.totals["failovers"] += 1
+        self._event(now, "failover", "plane", state.index, reason + " -> every peer's traffic leaves the plane")
+        self.hold_routes(state.index, True)
+        return True
+
+    def _tick_planes(self, now) -> None:
+        for state in self.planes.values():
+            if state.judge.recover(now):
+                self.steer.set_plane_up(state.index, True)
+                state.flags |= layout.PLANE_UP
+                self.hold_routes(state.index, False)
+                state.failbacks += 1
+                self.totals["failbacks"] += 1
+                self._event(now, "failback", "plane", state.index, "carrier stable for %d ms (hold-down %d ms)" % (
+                    state.judge.stable_for(now) // 1000000, self.cfg.hold_down_ms))
+        self.wheel.schedule(now + self.cfg.interval_ns, self._tick_planes)
+
+    def _tick_resync(self, now) -> None:
+        try:
+            self.resync(now)
+        except OSError as e:
+            self.log.warning("resync with the maps failed: %s", e)
+        self.wheel.schedule(now + self.cfg.resync_ms * 1000000, self._tick_resync)

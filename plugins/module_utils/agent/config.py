@@ -1,0 +1,261 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The agent's configuration: a JSON file, command-line overrides, validation.
+
+Everything that can be checked before the loop starts is checked here, and a
+bad value stops the agent with one line naming the option (exit code 2)
+rather than a control loop that half works. Host facts (interfaces, pins)
+are checked in checks.py.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+
+DEFAULTS = {
+    "pin_root": "/sys/fs/bpf/edgeft",
+    "state_dir": "/var/lib/edgeft",
+    "planes": None,
+    "peers": None,
+    "interval_ms": 10,
+    "multiplier": 3,
+    "hold_down_ms": 1000,
+    "probe_family": "auto",
+    "probe_tos": 0xC0,
+    "dampening": None,
+    "backup_routes": None,
+    "metrics_listen": "127.0.0.1:9531",
+    "resync_ms": 1000,
+    "log_level": "info",
+}
+
+DAMPENING_DEFAULTS = {
+    "enabled": True,
+    "penalty": 1000,
+    "suppress": 2000,
+    "reuse": 750,
+    "half_life_ms": 5000,
+    "max_suppress_ms": 20000,
+}
+
+BACKUP_ROUTES_DEFAULTS = {
+    "enabled": True,
+    "table": 0xEDF7,
+    "priority": 32764,
+}
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class ConfigError(ValueError):
+    """A bad configuration; the message starts with the option's name."""
+
+
+def load(path, overrides=None) -> "Config":
+    """Read the JSON file at path (None: defaults only), apply overrides, validate."""
+    data = {}
+    if path is not None:
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except OSError as e:
+            raise ConfigError("config: cannot read %s: %s" % (path, e.strerror or e)) from None
+        except ValueError as e:
+            raise ConfigError("config: %s is not valid JSON: %s" % (path, e)) from None
+        if not isinstance(data, dict):
+            raise ConfigError("config: %s must hold a JSON object" % path)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            data[key] = value
+    return Config(data)
+
+
+def _int(data, key, minimum=None):
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ConfigError("%s: expected an integer, got %r" % (key, value))
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ConfigError("%s: must be at least %d, got %d" % (key, minimum, value))
+    return value
+
+
+def _section(data, key, defaults):
+    value = data.get(key)
+    if value is None:
+        return dict(defaults)
+    if isinstance(value, bool):
+        return dict(defaults, enabled=value)
+    if not isinstance(value, dict):
+        raise ConfigError("%s: expected an object (or true/false), got %r" % (key, value))
+    unknown = sorted(set(value) - set(defaults))
+    if unknown:
+        raise ConfigError("%s.%s: unknown option (known: %s)" % (key, unknown[0], ", ".join(sorted(defaults))))
+    out = dict(defaults)
+    out.update(value)
+    for k, v in out.items():
+        if k == "enabled":
+            if not isinstance(v, bool):
+                raise ConfigError("%s.enabled: expected true or false, got %r" % (key, v))
+        else:
+            out[k] = _int(out, k, 0)
+            if out[k] == 0 and k not in ("table",):
+                raise ConfigError("%s.%s: must be positive, got 0" % (key, k))
+    return out
+
+
+def _address(value, where, family):
+    if value in (None, ""):
+        return None
+    try:
+        a = ipaddress.ip_interface(str(value)).ip
+    except ValueError:
+        raise ConfigError("%s: %r is not an IP address" % (where, value)) from None
+    if a.version != family:
+        raise ConfigError("%s: %s is not an IPv%d address" % (where, a, family))
+    return str(a)
+
+
+def _planes(value):
+    if not isinstance(value, list) or not value:
+        raise ConfigError("planes: a list of this host's planes is required (name, interface, ipv4/ipv6)")
+    out, names, nics = [], set(), set()
+    for i, plane in enumerate(value):
+        where = "planes[%d]" % i
+        if not isinstance(plane, dict):
+            raise ConfigError("%s: expected an object with name and interface, got %r" % (where, plane))
+        name, nic = plane.get("name"), plane.get("interface")
+        if not name or not isinstance(name, str):
+            raise ConfigError("%s.name: a plane name is required" % where)
+        if not nic or not isinstance(nic, str):
+            raise ConfigError("%s.interface: the plane's NIC is required" % where)
+        if name in names:
+            raise ConfigError("%s.name: plane %r is declared twice" % (where, name))
+        if nic in nics:
+            raise ConfigError("%s.interface: %r carries two planes" % (where, nic))
+        names.add(name)
+        nics.add(nic)
+        out.append({
+            "name": name,
+            "interface": nic,
+            "index": i,
+            4: _address(plane.get("ipv4"), where + ".ipv4", 4),
+            6: _address(plane.get("ipv6"), where + ".ipv6", 6),
+        })
+    if len(out) > 4:
+        raise ConfigError("planes: %d planes, the data path has 4 plane slots" % len(out))
+    return out
+
+
+def _peers(value, planes):
+    """Optional names for the peers the maps hold: {address: name}."""
+    if value is None:
+        return {}
+    if not isinstance(value, list):
+        raise ConfigError("peers: expected a list of {name, planes: [{name, ipv4, ipv6}]}")
+    known = {p["name"] for p in planes}
+    names = {}
+    for i, peer in enumerate(value):
+        where = "peers[%d]" % i
+        if not isinstance(peer, dict) or not peer.get("name"):
+            raise ConfigError("%s.name: a peer name is required" % where)
+        for j, plane in enumerate(peer.get("planes") or []):
+            pwhere = "%s.planes[%d]" % (where, j)
+            if not isinstance(plane, dict) or plane.get("name") not in known:
+                raise ConfigError("%s.name: %r is not one of this host's planes (%s)"
+                                  % (pwhere, plane.get("name") if isinstance(plane, dict) else plane, ", ".join(sorted(known))))
+            for key, family in (("ipv4", 4), ("ipv6", 6)):
+                a = _address(plane.get(key), "%s.%s" % (pwhere, key), family)
+                if a is not None:
+                    names[a] = str(peer["name"])
+    return names
+
+
+def _listen(value):
+    if value in (None, "", False) or str(value).lower() in ("false", "off", "none"):
+        return None
+    text = str(value)
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    try:
+        ipaddress.ip_address(host)
+        port = int(port)
+    except ValueError:
+        raise ConfigError("metrics_listen: %r is not ADDRESS:PORT (e.g. 127.0.0.1:9531), or false to disable" % text) from None
+    if not sep or not 0 < port < 65536:
+        raise ConfigError("metrics_listen: %r needs a port 1..65535" % text)
+    return host, port
+
+
+class Config:
+    """Validated settings; times in ns where the loop uses them."""
+
+    def __init__(self, data):
+        unknown = sorted(set(data) - set(DEFAULTS))
+        if unknown:
+            raise ConfigError("%s: unknown option (known: %s)" % (unknown[0], ", ".join(sorted(DEFAULTS))))
+        d = dict(DEFAULTS)
+        d.update(data)
+        self.pin_root = self._path(d, "pin_root")
+        self.state_dir = self._path(d, "state_dir") if d["state_dir"] else None
+        self.planes = _planes(d["planes"])
+        self.peer_names = _peers(d["peers"], self.planes)
+        self.interval_ms = _int(d, "interval_ms")
+        if self.interval_ms <= 0:
+            raise ConfigError("interval_ms: must be a positive number of milliseconds, got %d" % self.interval_ms)
+        self.multiplier = _int(d, "multiplier")
+        if self.multiplier < 1:
+            raise ConfigError("multiplier: must be at least 1 (probes missed before a path is down), got %d" % self.multiplier)
+        self.hold_down_ms = _int(d, "hold_down_ms")
+        detection = self.interval_ms * self.multiplier
+        if self.hold_down_ms < detection:
+            raise ConfigError(
+                "hold_down_ms: %d ms is shorter than the detection time (interval_ms %d x multiplier %d = %d ms): "
+                "a path could fail back before a new failure could be seen" % (self.hold_down_ms, self.interval_ms, self.multiplier, detection))
+        if d["probe_family"] not in ("auto", 4, 6, "4", "6"):
+            raise ConfigError("probe_family: expected auto, 4 or 6, got %r" % (d["probe_family"],))
+        self.probe_family = d["probe_family"] if d["probe_family"] == "auto" else int(d["probe_family"])
+        self.probe_tos = _int(d, "probe_tos", 0)
+        if self.probe_tos > 255:
+            raise ConfigError("probe_tos: must be 0..255, got %d" % self.probe_tos)
+        self.dampening = _section(d, "dampening", DAMPENING_DEFAULTS)
+        damp = self.dampening
+        if damp["enabled"] and damp["reuse"] >= damp["suppress"]:
+            raise ConfigError("dampening.reuse: %d must be below dampening.suppress (%d)" % (damp["reuse"], damp["suppress"]))
+        self.backup_routes = _section(d, "backup_routes", BACKUP_ROUTES_DEFAULTS)
+        if not 0 < self.backup_routes["table"] < 2 ** 32 - 1 or self.backup_routes["table"] in (252, 253, 254, 255):
+            raise ConfigError("backup_routes.table: %r is not a free routing table id (it and the next one, the held "
+                              "table, must be 1..2^32-1 and not 253-255)" % self.backup_routes["table"])
+        if not 1 < self.backup_routes["priority"] < 32766 - 1:
+            raise ConfigError("backup_routes.priority: must be 2..32764 (rules at priority-1..priority+1, before the main "
+                              "table's 32766), got %d" % self.backup_routes["priority"])
+        self.metrics_listen = _listen(d["metrics_listen"])
+        self.resync_ms = _int(d, "resync_ms", 1)
+        if d["log_level"] not in LOG_LEVELS:
+            raise ConfigError("log_level: expected one of %s, got %r" % (", ".join(LOG_LEVELS), d["log_level"]))
+        self.log_level = d["log_level"]
+
+    @staticmethod
+    def _path(d, key):
+        value = d[key]
+        if not isinstance(value, str) or not value.startswith("/"):
+            raise ConfigError("%s: %r must be an absolute path" % (key, value))
+        return value
+
+    @property
+    def interval_ns(self) -> int:
+        return self.interval_ms * 1000000
+
+    @property
+    def hold_down_ns(self) -> int:
+        return self.hold_down_ms * 1000000
+
+    @property
+    def detection_ms(self) -> int:
+        return self.interval_ms * self.multiplier
+
+    def summary(self) -> str:
+        return "probes every %d ms, down after %d missed (%d ms), hold-down %d ms, dampening %s" % (
+            self.interval_ms, self.multiplier, self.detection_ms, self.hold_down_ms,
+            "on" if self.dampening["enabled"] else "off")

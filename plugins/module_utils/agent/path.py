@@ -1,0 +1,83 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One probed path: this host -> a peer on one plane, and back.
+
+Loss is counted per probe *sent*: each probe is judged one interval after it
+left (when the next one goes), after every reply that arrived meanwhile was
+read. So a stalled agent, which sends nothing while it stalls, never turns its
+own stall into missed probes. `multiplier` consecutive unanswered probes make
+the path dead.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
+
+LOSS_WINDOW = 100  # probes over which probe loss is reported
+
+
+class Path:
+    def __init__(self, peer_id: int, plane: int, family: int, address: str, judge, multiplier: int):
+        self.peer_id = peer_id
+        self.plane = plane
+        self.family = family
+        self.address = address
+        self.judge = judge
+        self.multiplier = multiplier
+        self.seq = 0  # last sequence number sent
+        self.answered = 0  # highest sequence number answered
+        self.checked = 0  # last sequence number judged
+        self.misses = 0  # consecutive probes judged unanswered
+        self.sent = 0
+        self.received = 0
+        self.send_errors = 0
+        self.failovers = 0
+        self.failbacks = 0
+        self.rtt_last_ns = None
+        self.rtt_avg_ns = None
+        self.last_reply_ns = 0
+        self.outcomes = collections.deque(maxlen=LOSS_WINDOW)
+        self.timer = None
+
+    def check(self, now: int) -> None:
+        """Judge the probe sent last (one interval ago): answered or missed."""
+        if self.seq == self.checked:  # nothing sent since the last check
+            return
+        self.checked = self.seq
+        answered = self.answered >= self.seq
+        self.outcomes.append(answered)
+        if not answered:
+            self.misses += 1
+            if self.misses >= self.multiplier:
+                self.judge.observe(False, now)
+
+    def request(self, session: int, now: int) -> bytes:
+        self.seq += 1
+        self.sent += 1
+        return probe.request(session, self.seq, now)
+
+    def replied(self, seq: int, sent_ns: int, now: int) -> bool:
+        """A reply for one of our probes; False for a sequence number never sent."""
+        if not 0 < seq <= self.seq:
+            return False
+        self.received += 1
+        self.answered = max(self.answered, seq)
+        self.misses = 0
+        self.last_reply_ns = now
+        rtt = max(0, now - sent_ns)
+        self.rtt_last_ns = rtt
+        self.rtt_avg_ns = rtt if self.rtt_avg_ns is None else (7 * self.rtt_avg_ns + rtt) // 8
+        self.judge.observe(True, now)
+        return True
+
+    @property
+    def healthy(self) -> bool:
+        """Judged up and its latest probe answered: somewhere traffic can go now."""
+        return self.judge.up and self.judge.alive and self.misses == 0
+
+    def loss_ratio(self) -> float:
+        if not self.outcomes:
+            return 0.0
+        return 1.0 - sum(self.outcomes) / float(len(self.outcomes))

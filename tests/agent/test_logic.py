@@ -1,0 +1,211 @@
+"""The agent's pure logic: judgement, dampening, probe accounting, timers, formats."""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+
+import pytest
+
+from ansible_collections.edgeft.failover.plugins.module_utils.agent import exposition, netlink, probe, routes
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import Config, ConfigError
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.judge import Dampening, Judge
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.path import Path
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.wheel import TimerWheel
+
+MS = 1000000
+HOLD = 1000 * MS
+
+
+def judge(up=True, **damp):
+    return Judge(up, HOLD, Dampening(**damp), 0)
+
+
+# ---------------------------------------------------------------- judge
+def test_failback_needs_the_whole_hold_down_without_a_break():
+    j = judge()
+    j.observe(False, 10 * MS)
+    assert j.fail(10 * MS)
+    j.observe(True, 100 * MS)
+    assert not j.recover(100 * MS + HOLD - 1)
+    j.observe(False, 500 * MS)  # a new failure restarts the hold-down
+    j.observe(True, 600 * MS)
+    assert not j.recover(100 * MS + HOLD + 1)
+    assert j.recover(600 * MS + HOLD)
+    assert j.up
+
+
+def test_a_flapping_thing_fails_over_once():
+    j = judge()
+    failovers = 0
+    t = 0
+    for _flap in range(15):  # 5 Hz for 3 s: 100 ms dead, 100 ms alive
+        j.observe(False, t)
+        failovers += j.fail(t)
+        t += 100 * MS
+        j.observe(True, t)
+        assert not j.recover(t)
+        t += 100 * MS
+    assert failovers == 1
+    assert not j.recover(t + HOLD)  # stable for the hold-down, but suppressed by dampening
+    assert j.damp.suppressed(t + HOLD)
+    later = t + j.damp.reuse_in_ns(t + HOLD) + HOLD
+    assert j.recover(later)
+
+
+def test_dampening_decays_and_caps():
+    d = Dampening(penalty=1000, suppress=2000, reuse=750, half_life_ms=1000, max_suppress_ms=4000)
+    for i in range(3):
+        d.failed(i)
+    assert d.suppressed(3)
+    assert d.penalty(1000 * MS + 2) == pytest.approx(3000 / 2.0, rel=1e-3)
+    for i in range(100):
+        d.failed(10 + i)
+    assert d.penalty(200) <= 750 * 2 ** 4 + 1  # capped: reuse after at most max_suppress_ms
+    assert not d.suppressed(4000 * MS + 300)
+
+
+def test_dampening_off_never_suppresses():
+    d = Dampening(enabled=False)
+    for i in range(50):
+        d.failed(i)
+    assert not d.suppressed(100) and d.penalty(100) == 0
+
+
+# ---------------------------------------------------------------- path
+def make_path(multiplier=3):
+    return Path(7, 0, 4, "198.18.2.11", judge(), multiplier)
+
+
+def test_path_dies_after_multiplier_unanswered_probes():
+    p = make_path()
+    t = 0
+    for _probe in range(3):
+        p.check(t)
+        p.request(1, t)
+        t += 10 * MS
+    assert p.judge.alive
+    p.check(t)  # the third unanswered probe
+    assert not p.judge.alive and p.misses == 3
+
+
+def test_a_late_reply_resets_the_misses():
+    p = make_path()
+    p.request(1, 0)
+    p.check(10 * MS)
+    p.request(1, 10 * MS)
+    p.check(20 * MS)
+    assert p.misses == 2
+    assert p.replied(1, 0, 25 * MS)  # the first probe, late: the path works
+    assert p.misses == 0 and p.rtt_last_ns == 25 * MS
+
+
+def test_an_agent_stall_is_not_a_network_failure():
+    """Nothing sent while the loop stalled: only the last probe is judged, once."""
+    p = make_path()
+    p.request(1, 0)
+    p.replied(1, 0, 1 * MS)
+    p.check(500 * MS)
+    p.check(510 * MS)
+    assert p.misses == 0 and p.judge.alive
+
+
+def test_replies_to_probes_never_sent_are_ignored():
+    p = make_path()
+    p.request(1, 0)
+    assert not p.replied(5, 0, 1 * MS)
+    assert not p.replied(0, 0, 1 * MS)
+    assert p.received == 0
+
+
+def test_loss_ratio_over_the_window():
+    p = make_path(multiplier=1000)
+    for i in range(10):
+        p.check(i * 10 * MS)
+        p.request(1, i * 10 * MS)
+        if i % 2:
+            p.replied(p.seq, i * 10 * MS, i * 10 * MS + 1)
+    p.check(100 * MS)
+    assert p.loss_ratio() == pytest.approx(0.5)
+
+
+# ---------------------------------------------------------------- wheel
+def test_wheel_fires_in_deadline_order_and_across_turns():
+    w = TimerWheel(0, tick_ns=MS, slots=8)
+    fired = []
+    for d in (5, 3, 20, 3, 100):
+        w.schedule(d * MS, lambda t, d=d: fired.append(d))
+    w.schedule(4 * MS, lambda t: fired.append("x")).cancel()
+    assert w.next_deadline() == 3 * MS
+    for t in w.expire(10 * MS):
+        t.callback(10 * MS)
+    assert fired == [3, 3, 5]
+    assert w.next_deadline() == 20 * MS
+    for t in w.expire(99 * MS):
+        t.callback(0)
+    assert fired == [3, 3, 5, 20]
+    assert [t.deadline for t in w.expire(1000 * MS)] == [100 * MS]
+    assert w.next_deadline() is None
+
+
+# ---------------------------------------------------------------- formats
+def test_probe_request_and_reply():
+    req = probe.request(0xDEADBEEF, 42, 123456789)
+    assert len(req) == probe.SIZE == 24
+    magic, kind, swap, session, seq, sent = probe.FORMAT.unpack(req)
+    assert (magic, kind, swap) == (probe.MAGIC, probe.REQUEST, probe.REPLY)
+    assert probe.parse_reply(req) is None  # a request is not a reply
+    reply = probe.FORMAT.pack(magic, swap, kind, session, seq, sent)  # what the reflector makes of it
+    assert probe.parse_reply(reply) == (0xDEADBEEF, 42, 123456789)
+    assert probe.parse_reply(reply[:10]) is None
+
+
+def test_netlink_link_messages():
+    def msg(kind, index, flags):
+        body = netlink.IFINFO.pack(0, 1, index, flags, 0) + b"\0" * 8  # + an attribute
+        return netlink.NLMSG.pack(netlink.NLMSG.size + len(body), kind, 0, 0, 0) + body
+
+    data = msg(netlink.RTM_NEWLINK, 5, netlink.IFF_UP | netlink.IFF_LOWER_UP) + msg(netlink.RTM_NEWLINK, 6, netlink.IFF_UP) \
+        + msg(netlink.RTM_DELLINK, 7, 0) + msg(99, 8, 0)
+    events = netlink.parse(data)
+    assert events == [(5, netlink.IFF_UP | netlink.IFF_LOWER_UP), (6, netlink.IFF_UP), (7, None)]
+    assert netlink.carrier(events[0][1]) and not netlink.carrier(events[1][1])
+    assert netlink.parse(struct.pack("=I", 3)) == []
+
+
+def test_exposition_renders_and_parses_back():
+    fam = exposition.Family("edgeft_x_total", "counter", "X").add(3, plane="a", peer='we"ird').add(1.5, plane="b")
+    gauge = exposition.Family("edgeft_up", "gauge", "Up").add(True).add(None, plane="c")
+    text = exposition.render([fam, gauge])
+    assert "# TYPE edgeft_x_total counter" in text
+    assert 'edgeft_x_total{peer="we\\"ird",plane="a"} 3' in text
+    assert "edgeft_up 1" in text and 'edgeft_up{plane="c"} NaN' in text
+    parsed = exposition.parse(text)
+    assert parsed[("edgeft_x_total", frozenset({"plane": "a", "peer": 'we"ird'}.items()))] == 3
+
+
+def test_backup_routes_only_for_on_link_next_hops():
+    planes = [{"index": 0, "interface": "fab0", 4: "198.18.1.11", 6: "fd0e:a::b"},
+              {"index": 1, "interface": "fab1", 4: "198.19.1.11", 6: None}]
+    peer = {"v4": ["198.18.2.11", "198.19.2.11", None, None], "v6": ["fd0e:a::2", "fd0e:b::2", None, None]}
+    routed = {"v4": ["198.18.9.11", "10.9.0.1", None, None], "v6": [None] * 4}
+    prefixes = {(0, 4): ipaddress.ip_network("198.18.0.0/16"), (1, 4): ipaddress.ip_network("198.19.0.0/16"),
+                (0, 6): ipaddress.ip_network("fd0e:a::/64")}
+    want = routes.desired({1: peer, 2: routed}, planes, prefixes)
+    assert want == {  # (next hop, its NIC, our source address, plane of the destination)
+        (4, "198.18.2.11"): ("198.19.2.11", "fab1", "198.18.1.11", 0),
+        (4, "198.19.2.11"): ("198.18.2.11", "fab0", "198.19.1.11", 1),
+        (4, "10.9.0.1"): ("198.18.9.11", "fab0", "198.19.1.11", 1),
+    }  # no IPv6 on fab1 here; 10.9.0.1 is not on-link on fab1: nothing for 198.18.9.11
+
+
+def test_config_defaults_and_conversions():
+    cfg = Config({"planes": [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16"}]})
+    assert (cfg.interval_ms, cfg.multiplier, cfg.hold_down_ms, cfg.detection_ms) == (10, 3, 1000, 30)
+    assert cfg.metrics_listen == ("127.0.0.1", 9531)
+    assert cfg.planes[0][4] == "198.18.1.11" and cfg.planes[0][6] is None
+    assert cfg.dampening["enabled"] and cfg.backup_routes["table"] == 0xEDF7
+    off = Config({"planes": cfg.planes[:0] or [{"name": "a", "interface": "x"}], "dampening": False, "metrics_listen": "[::1]:9000"})
+    assert not off.dampening["enabled"] and off.metrics_listen == ("::1", 9000)
+    with pytest.raises(ConfigError, match="^peers\\[0\\].planes\\[0\\].name"):
+        Config({"planes": [{"name": "a", "interface": "x"}], "peers": [{"name": "p", "planes": [{"name": "z"}]}]})
