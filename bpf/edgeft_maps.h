@@ -111,6 +111,11 @@ struct edgeft_counters {
 #define EDGEFT_SEEN_RES_NS 100000
 #endif
 
+/* edgeft_sent_v1: __u64 last tx ns to a known peer, same key and resolution as
+ * edgeft_seen_v1, counted on the NIC where egress saw the packet (its route's
+ * plane, before any steering). With last rx it tells the agent which peers are
+ * talking, so it probes those every interval and idle ones rarely. */
+
 /*
  * Probes: the agent's per-plane path checks (docs/agent.md). A probe is UDP
  * to or from EDGEFT_PROBE_PORT, without IP options, fragments or extension
@@ -159,6 +164,8 @@ EDGEFT_MAP("hash", struct edgeft_addr, struct edgeft_peer_ref, edgeft_peers_v1,
 EDGEFT_MAP("hash", __u32, struct edgeft_peer_state, edgeft_state_v1,
 	   EDGEFT_MAX_PEERS);
 EDGEFT_MAP("array", __u32, __u64, edgeft_seen_v1,
+	   EDGEFT_MAX_PEERS * EDGEFT_PLANE_SLOTS);
+EDGEFT_MAP("array", __u32, __u64, edgeft_sent_v1,
 	   EDGEFT_MAX_PEERS * EDGEFT_PLANE_SLOTS);
 EDGEFT_MAP("array", __u32, struct edgeft_plane, edgeft_plane_v1,
 	   EDGEFT_PLANE_SLOTS);

@@ -3,9 +3,10 @@
  * edgeft L2 failover: tc clsact direct-action programs for ONE plane NIC.
  * Build once per plane with -DEDGEFT_PLANE=<index> (datapath/build.py).
  *
- *   edgeft_egress : steer packets to a known peer off this plane when this
- *                   plane is unusable towards it (bpf_redirect_neigh, IP
- *                   header untouched); everything else passes.
+ *   edgeft_egress : note when we last sent to a known peer; steer its packets
+ *                   off this plane when this plane is unusable towards it
+ *                   (bpf_redirect_neigh, IP header untouched); everything
+ *                   else passes.
  *   edgeft_ingress: record last-seen/counters for known peers, learn the
  *                   peer's plane choice from steered traffic and forget it
  *                   when the peer sends on its own plane again; answer the
@@ -316,6 +317,15 @@ int edgeft_egress(struct __sk_buff *skb)
 	if (edgeft_probe_kind(skb, p.family, &l4)) /* probes test this plane */
 		return TC_ACT_UNSPEC;
 
+	if (id < EDGEFT_MAX_PEERS) {
+		__u64 now = bpf_ktime_get_ns();
+		__u32 slot = id * EDGEFT_PLANE_SLOTS + EDGEFT_PLANE;
+		__u64 *sent = edgeft_sent_v1.lookup(&slot);
+
+		if (sent && now - *sent >= EDGEFT_SEEN_RES_NS)
+			*sent = now;
+	}
+
 	__u32 me = EDGEFT_PLANE;
 	struct edgeft_counters *c = edgeft_ctrs_v1.lookup(&me);
 	struct edgeft_plane *here = edgeft_plane_v1.lookup(&me);
@@ -423,6 +433,9 @@ int edgeft_ingress(struct __sk_buff *skb)
 		if (st->learned_mask & here_bit) {
 			st->down_mask &= ~here_bit;
 			st->learned_mask &= ~here_bit;
+			/* Nothing left to avoid: report the plane it came back to. */
+			if (!st->down_mask)
+				st->active_plane = EDGEFT_PLANE;
 			st->changed_ns = now;
 			if (c)
 				c->unlearned++;

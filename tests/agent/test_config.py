@@ -35,6 +35,8 @@ CASES = [
     ("interval_ms", {"interval_ms": 0}, "interval_ms: must be a positive number"),
     ("interval_ms_type", {"interval_ms": "fast"}, "interval_ms: expected an integer"),
     ("multiplier", {"multiplier": 0}, "multiplier: must be at least 1"),
+    ("idle_interval", {"interval_ms": 10, "idle_interval_ms": 5}, "idle_interval_ms: 5 ms is shorter than interval_ms"),
+    ("active_window", {"active_window_ms": 10}, "active_window_ms: must be at least 100 ms"),
     ("hold_down", {"interval_ms": 10, "multiplier": 3, "hold_down_ms": 20}, "hold_down_ms: 20 ms is shorter than the detection time"),
     ("unknown_interface", {"planes": [{"name": "a", "interface": "edgeft-nosuch0"}]}, "planes[0].interface: no interface"),
     ("no_planes", {"planes": []}, "planes: a list of this host's planes is required"),

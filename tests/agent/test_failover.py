@@ -97,11 +97,11 @@ def test_silent_peer_tor(agent_lab):
 
 
 def test_no_failover_without_faults(agent_lab):
-    """10 s of probing under traffic without any fault: not one failover or failback."""
+    """60 s of probing under traffic without any fault: not one failover or failback."""
     lab, agents = agent_lab
     agents.start_all()
     with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=4, pps=10000):
-        time.sleep(10.0)
+        time.sleep(60.0)
     for host in ("r1h1", "r2h1"):
         st = agents.status(host)
         loss = {n: p["loss"] for peer in st["peers"] for n, p in peer["paths"].items()}
@@ -202,3 +202,40 @@ def test_failback_only_after_the_hold_down(agent_lab):
     assert path["state"] == "up"
     entry, _path = path_state(agents, "r1h1", "r2h1", "a")
     assert entry["down_planes"] == [] and entry["learned_planes"] == []
+
+
+def probing(agents, host, peer):
+    entry = [p for p in agents.status(host)["peers"] if p["name"] == peer][0]
+    return entry["traffic"], {n: (p["probe_every_ms"], p["sent"]) for n, p in entry["paths"].items()}
+
+
+def test_only_peers_with_traffic_are_probed_every_interval(agent_lab):
+    """Idle peers are probed once a second; traffic (either way) brings a peer to the
+    full rate within the activity scan, and it drops back after the active window."""
+    lab, agents = agent_lab
+    agents.start_all()
+    deadline = time.monotonic() + 5.0  # the window after the ping matrix of the neutral state
+    while probing(agents, "r1h1", "r2h1")[0] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    traffic, idle = probing(agents, "r1h1", "r2h1")
+    time.sleep(2.0)
+    _traffic, idle_later = probing(agents, "r1h1", "r2h1")
+    idle_rate = {n: (idle_later[n][1] - idle[n][1]) / 2.0 for n in idle}
+    assert not traffic and all(every == 1000 for every, _sent in idle.values()), idle
+    assert all(rate <= 2.0 for rate in idle_rate.values()), idle_rate  # 1/s, not 100/s
+    # Only r2h1 sends: r1h1 sees it arrive (rx), r2h1 sees it leave (tx); both go to the full rate.
+    with UdpStream(lab, src="r2h1", dst="r1h1", plane="a", family=4, pps=1000):
+        time.sleep(0.4)
+        woke = {h: probing(agents, h, p) for h, p in (("r1h1", "r2h1"), ("r2h1", "r1h1"))}
+        time.sleep(1.0)
+        busy = probing(agents, "r1h1", "r2h1")
+    busy_rate = {n: (busy[1][n][1] - woke["r1h1"][1][n][1]) / 1.0 for n in busy[1]}
+    print("\nprobes per second to r2h1: idle %s, with traffic %s" % (idle_rate, busy_rate))
+    for host, (traffic, paths) in woke.items():
+        assert traffic and all(every == 10 for every, _sent in paths.values()), (host, paths)
+    assert all(rate >= 50 for rate in busy_rate.values()), busy_rate
+    time.sleep(2.5)  # the active window (2 s) after the stream stopped
+    traffic, paths = probing(agents, "r1h1", "r2h1")
+    assert not traffic and all(every == 1000 for every, _sent in paths.values()), paths
+    st = agents.status("r1h1")
+    assert st["totals"] == {"failovers": 0, "failbacks": 0}, st["events"]

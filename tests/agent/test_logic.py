@@ -202,6 +202,7 @@ def test_backup_routes_only_for_on_link_next_hops():
 def test_config_defaults_and_conversions():
     cfg = Config({"planes": [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16"}]})
     assert (cfg.interval_ms, cfg.multiplier, cfg.hold_down_ms, cfg.detection_ms) == (10, 3, 1000, 30)
+    assert (cfg.idle_interval_ms, cfg.active_window_ms) == (1000, 2000)
     assert cfg.metrics_listen == ("127.0.0.1", 9531)
     assert cfg.planes[0][4] == "198.18.1.11" and cfg.planes[0][6] is None
     assert cfg.dampening["enabled"] and cfg.backup_routes["table"] == 0xEDF7

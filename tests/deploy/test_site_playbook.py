@@ -1,8 +1,27 @@
 """playbooks/site.yml on a fresh lab: --check changes nothing, a run deploys, a second run changes nothing."""
 
+import os
+
+import yaml
 from conftest import pinned, run_playbook, tc_filters
 
 HOSTS = ('r1h1', 'r1h2', 'r2h1', 'r2h2')
+
+
+def host_var(lab, host, name):
+    with open(lab.inventory_path) as f:
+        return yaml.safe_load(f)['all']['children']['fabric']['hosts'][host][name]
+
+
+def test_impossible_agent_timers_are_refused_before_any_change(fresh_lab):
+    lab = fresh_lab
+    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', '-e', 'ebpf_failover_agent_hold_down_ms=20')
+    assert rc != 0 and all(failed for _changed, failed in recap.values()), out[-3000:]
+    assert 'ebpf_failover_agent_hold_down_ms (20) >= interval x multiplier' in out, out[-3000:]
+    assert all(changed == 0 for changed, _failed in recap.values()), recap
+    for host in HOSTS:
+        assert pinned(lab, host) == [], 'a refused run pinned maps on %s' % host
+        assert not os.path.exists(host_var(lab, host, 'edgeft_agent_config')), 'a refused run wrote the agent config'
 
 
 def test_check_then_deploy_then_idempotent(fresh_lab):

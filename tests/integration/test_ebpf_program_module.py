@@ -23,6 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / 'tests' / 'unit' / 'modules'))
 
 from ebpf_program_env import Bpffs, environment_problem  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout  # noqa: E402
 
 RECAP = re.compile(r'^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)\s+'
                    r'failed=(?P<failed>\d+)', re.MULTILINE)
@@ -56,7 +57,7 @@ PLAYBOOK = '''
       ansible.builtin.assert:
         that:
           - ebpf.programs | length == (4 if ebpf_state == 'present' else 0)
-          - ebpf.pin_paths | length == (5 if ebpf_state == 'present' else 0)
+          - ebpf.pin_paths | length == ((ebpf_map_count | int) if ebpf_state == 'present' else 0)
 '''
 
 pytestmark = [
@@ -104,7 +105,7 @@ def _playbook(tmp_path, nsname, bpffs, state):
         'ANSIBLE_RETRY_FILES_ENABLED': '0',
     })
     cmd = ['ansible-playbook', '-i', str(tmp_path / 'inventory.yml'), str(tmp_path / 'play.yml'),
-           '-e', 'ebpf_state=%s' % state, '-e', 'ebpf_src=%s' % (ROOT / 'bpf' / 'failover_tc.c'),
+           '-e', 'ebpf_state=%s' % state, '-e', 'ebpf_map_count=%d' % len(layout.MAPS), '-e', 'ebpf_src=%s' % (ROOT / 'bpf' / 'failover_tc.c'),
            '-e', 'ebpf_pin_root=%s/host' % bpffs, '-e', 'ebpf_state_dir=%s' % (tmp_path / 'state')]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, errors='replace',
                           timeout=600, check=False)

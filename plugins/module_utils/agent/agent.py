@@ -3,8 +3,14 @@
 """The agent: one event loop (selectors/epoll) and a timer wheel.
 
 Inputs: link events (netlink), probe replies (one socket per plane and
-family), timers (one per probed path, plus plane hold-down checks and a
-periodic resync with the maps), metrics/status requests.
+family), timers (one per probed path, plus plane hold-down checks, a scan of
+which peers have traffic, and a periodic resync with the maps),
+metrics/status requests.
+
+Probing costs scale with the peers a host talks to, not with the fabric:
+paths to peers with traffic in the last active_window_ms are probed every
+interval_ms, the others every idle_interval_ms (and at the full rate again
+as soon as one probe goes unanswered or traffic starts).
 Outputs: the plane UP flags and the peers' judged down bits in the pinned
 maps, backup routes, log lines, metrics.
 
@@ -23,6 +29,7 @@ import signal
 import time
 
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import netlink, probe, routes
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_SCAN_MS
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.endpoint import Endpoint
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.judge import Dampening, Judge
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.names import PeerNames
@@ -31,6 +38,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.agent.prober impor
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.steer import Steering
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.wheel import TimerWheel
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute, layout
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 
 EVENT_LOG = 500  # recent state changes kept for status
 
@@ -68,6 +76,7 @@ class Agent:
         self.names = PeerNames(cfg.state_dir, cfg.pin_root, cfg.peer_names, log)
         self.peer_names = {}
         self.peers = {}  # id -> get_peer() as of the last resync
+        self.active = set()  # peer ids with traffic (either way) within the active window
         self.paths = {}  # (peer id, plane) -> Path
         self.by_address = {}  # (plane, family, address) -> Path
         self.planes = {}
@@ -125,11 +134,13 @@ class Agent:
                 self.log.info("plane %s: UP flag clear at start with carrier on %s: set again after %d ms of stable carrier",
                               spec["name"], spec["interface"], self.cfg.hold_down_ms)
         self.resync(now)
+        self._scan_activity(now)
         if self.cfg.metrics_listen:
             self.endpoint = Endpoint(self.cfg.metrics_listen, self.selector, self._routes_http(), self.clock)
         now = self.clock()
         self.wheel.schedule(now + self.cfg.interval_ns, self._tick_planes)
         self.wheel.schedule(now + self.cfg.resync_ms * 1000000, self._tick_resync)
+        self.wheel.schedule(now + ACTIVITY_SCAN_MS * 1000000, self._tick_activity)
         self.log.info("started: %d plane(s), %d peer(s), %d path(s); %s", len(self.planes), len(self.peers),
                       len(self.paths), self.cfg.summary())
 
@@ -310,10 +321,42 @@ class Agent:
         payload = path.request(self.session, self.clock())
         if not self.prober.send(path.plane, path.family, path.address, payload):
             path.send_errors += 1
-        nxt = path.timer.deadline + self.cfg.interval_ns
-        if nxt <= now:  # we were late by more than an interval: keep the cadence from now
-            nxt = now + self.cfg.interval_ns
+        step = self.probe_step(path)
+        nxt = path.timer.deadline + step
+        if nxt <= now:  # we were late by more than a step: keep the cadence from now
+            nxt = now + step
         path.timer = self.wheel.schedule(nxt, lambda t, p=path: self._probe(p, t))
+
+    def probe_step(self, path) -> int:
+        """ns to the path's next probe: the full rate for peers with traffic and for
+        suspect paths, the idle rate for the rest."""
+        if path.peer_id in self.active or path.suspect:
+            return self.cfg.interval_ns
+        return self.cfg.idle_interval_ns
+
+    def _scan_activity(self, now) -> None:
+        """Which peers had traffic lately (the data path's last rx/tx stamps); a peer
+        that just became active gets its next probes at once, at the full rate."""
+        latest = self.maps.last_traffic(self.peers)
+        stamp = self.clock()  # the data path stamps CLOCK_MONOTONIC, like self.clock
+        active = {pid for pid, t in latest.items() if t and stamp - t <= self.cfg.active_window_ns}
+        woken = active - self.active
+        self.active = active
+        for path in self.paths.values():
+            if path.peer_id not in woken or path.timer is None:
+                continue
+            # Not before one interval after the last probe left: it must have had its chance.
+            at = max(now, path.sent_ns + self.cfg.interval_ns)
+            if path.timer.deadline > at:
+                path.timer.cancel()
+                path.timer = self.wheel.schedule(at, lambda t, p=path: self._probe(p, t))
+
+    def _tick_activity(self, now) -> None:
+        try:
+            self._scan_activity(now)
+        except (OSError, DatapathError) as e:
+            self.log.warning("reading the peers' traffic stamps failed: %s", e)
+        self.wheel.schedule(now + ACTIVITY_SCAN_MS * 1000000, self._tick_activity)
 
     def _on_probe_readable(self, _sock) -> None:
         """Replies are read in _drain_probes, right after select returns."""
@@ -424,6 +467,6 @@ class Agent:
     def _tick_resync(self, now) -> None:
         try:
             self.resync(now)
-        except OSError as e:
+        except (OSError, DatapathError) as e:
             self.log.warning("resync with the maps failed: %s", e)
         self.wheel.schedule(now + self.cfg.resync_ms * 1000000, self._tick_resync)

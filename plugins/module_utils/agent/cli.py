@@ -27,6 +27,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pin-root", dest="pin_root", help="bpffs directory of this host's pinned maps")
     p.add_argument("--state-dir", dest="state_dir", help="edgeft state directory (peer names from the peer table record)")
     p.add_argument("--interval-ms", dest="interval_ms", type=int, help="probe interval (default 10)")
+    p.add_argument("--idle-interval-ms", dest="idle_interval_ms", type=int,
+                   help="probe interval to peers without recent traffic (default 1000)")
+    p.add_argument("--active-window-ms", dest="active_window_ms", type=int,
+                   help="a peer with traffic within this window is probed every interval (default 2000)")
     p.add_argument("--multiplier", type=int, help="missed probes before a path is down (default 3)")
     p.add_argument("--hold-down-ms", dest="hold_down_ms", type=int, help="stable time before failback (default 1000)")
     p.add_argument("--metrics-listen", dest="metrics_listen", help="ADDRESS:PORT of /metrics and /status (default 127.0.0.1:9531)")
@@ -57,8 +61,8 @@ def main(argv=None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as e:
         return 0 if e.code in (0, None) else 2  # --help exits 0, usage errors 2
-    overrides = {k: getattr(args, k) for k in ("pin_root", "state_dir", "interval_ms", "multiplier", "hold_down_ms",
-                                               "metrics_listen", "backup_routes", "log_level")}
+    overrides = {k: getattr(args, k) for k in ("pin_root", "state_dir", "interval_ms", "idle_interval_ms",
+                                               "active_window_ms", "multiplier", "hold_down_ms", "metrics_listen", "backup_routes", "log_level")}
     try:
         cfg = config_mod.load(args.config, overrides)
         if args.command == "status":

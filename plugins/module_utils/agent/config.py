@@ -19,6 +19,8 @@ DEFAULTS = {
     "planes": None,
     "peers": None,
     "interval_ms": 10,
+    "idle_interval_ms": 1000,
+    "active_window_ms": 2000,
     "multiplier": 3,
     "hold_down_ms": 1000,
     "probe_family": "auto",
@@ -46,6 +48,9 @@ BACKUP_ROUTES_DEFAULTS = {
 }
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+
+# How often the agent reads which peers had traffic (two batch map reads).
+ACTIVITY_SCAN_MS = 100
 
 
 class ConfigError(ValueError):
@@ -204,6 +209,14 @@ class Config:
         self.interval_ms = _int(d, "interval_ms")
         if self.interval_ms <= 0:
             raise ConfigError("interval_ms: must be a positive number of milliseconds, got %d" % self.interval_ms)
+        self.idle_interval_ms = _int(d, "idle_interval_ms")
+        if self.idle_interval_ms < self.interval_ms:
+            raise ConfigError("idle_interval_ms: %d ms is shorter than interval_ms (%d ms): peers without traffic are "
+                              "probed less often, not more" % (self.idle_interval_ms, self.interval_ms))
+        self.active_window_ms = _int(d, "active_window_ms")
+        if self.active_window_ms < ACTIVITY_SCAN_MS:
+            raise ConfigError("active_window_ms: must be at least %d ms (how often traffic is looked at), got %d"
+                              % (ACTIVITY_SCAN_MS, self.active_window_ms))
         self.multiplier = _int(d, "multiplier")
         if self.multiplier < 1:
             raise ConfigError("multiplier: must be at least 1 (probes missed before a path is down), got %d" % self.multiplier)
@@ -248,6 +261,14 @@ class Config:
         return self.interval_ms * 1000000
 
     @property
+    def idle_interval_ns(self) -> int:
+        return self.idle_interval_ms * 1000000
+
+    @property
+    def active_window_ns(self) -> int:
+        return self.active_window_ms * 1000000
+
+    @property
     def hold_down_ns(self) -> int:
         return self.hold_down_ms * 1000000
 
@@ -256,6 +277,7 @@ class Config:
         return self.interval_ms * self.multiplier
 
     def summary(self) -> str:
-        return "probes every %d ms, down after %d missed (%d ms), hold-down %d ms, dampening %s" % (
-            self.interval_ms, self.multiplier, self.detection_ms, self.hold_down_ms,
-            "on" if self.dampening["enabled"] else "off")
+        return ("probes every %d ms to peers with traffic in the last %d ms (else every %d ms), down after %d missed "
+                "(%d ms), hold-down %d ms, dampening %s" % (
+                    self.interval_ms, self.active_window_ms, self.idle_interval_ms, self.multiplier, self.detection_ms,
+                    self.hold_down_ms, "on" if self.dampening["enabled"] else "off"))

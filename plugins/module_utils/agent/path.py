@@ -2,9 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One probed path: this host -> a peer on one plane, and back.
 
-Loss is counted per probe *sent*: each probe is judged one interval after it
-left (when the next one goes), after every reply that arrived meanwhile was
-read. So a stalled agent, which sends nothing while it stalls, never turns its
+Loss is counted per probe *sent*: each probe is judged when the next one goes
+(at least one interval after it left), after every reply that arrived
+meanwhile was read. So a stalled agent, which sends nothing while it stalls, never turns its
 own stall into missed probes. `multiplier` consecutive unanswered probes make
 the path dead.
 """
@@ -27,6 +27,7 @@ class Path:
         self.judge = judge
         self.multiplier = multiplier
         self.seq = 0  # last sequence number sent
+        self.sent_ns = 0  # when it left
         self.answered = 0  # highest sequence number answered
         self.checked = 0  # last sequence number judged
         self.misses = 0  # consecutive probes judged unanswered
@@ -56,6 +57,7 @@ class Path:
     def request(self, session: int, now: int) -> bytes:
         self.seq += 1
         self.sent += 1
+        self.sent_ns = now
         return probe.request(session, self.seq, now)
 
     def replied(self, seq: int, sent_ns: int, now: int) -> bool:
@@ -71,6 +73,11 @@ class Path:
         self.rtt_avg_ns = rtt if self.rtt_avg_ns is None else (7 * self.rtt_avg_ns + rtt) // 8
         self.judge.observe(True, now)
         return True
+
+    @property
+    def suspect(self) -> bool:
+        """Down, or its latest probe unanswered: probe it at the full rate whatever the traffic."""
+        return not self.judge.up or self.misses > 0
 
     @property
     def healthy(self) -> bool:

@@ -52,12 +52,14 @@ def status(agent) -> dict:
             "down_planes": [names.get(i, str(i)) for i in st["down_planes"]],
             "learned_planes": [names.get(i, str(i)) for i in st["learned_planes"]],
             "last_seen_age_ms": {names[i]: _age_ms(now, seen[i]) for i in names},
+            "traffic": peer_id in agent.active,
             "paths": {},
         }
         for path in agent.peer_paths(peer_id):
             j = path.judge
             entry["paths"][names[path.plane]] = {
                 "address": path.address, "state": j.state(), "alive": j.alive, "misses": path.misses,
+                "probe_every_ms": agent.probe_step(path) // 1000000,
                 "stable_ms": _age_ms(now, j.alive_since) if j.alive else 0,
                 "rtt_ms": _ms(path.rtt_last_ns), "rtt_avg_ms": _ms(path.rtt_avg_ns),
                 "loss": round(path.loss_ratio(), 4), "sent": path.sent, "received": path.received,
@@ -93,6 +95,7 @@ def metrics(agent) -> str:
     fam("edgeft_agent_failovers_total", "counter", "Failovers since start (plane carrier losses and path failures)").add(agent.totals["failovers"])
     fam("edgeft_agent_failbacks_total", "counter", "Failbacks since start (after the hold-down)").add(agent.totals["failbacks"])
     fam("edgeft_agent_uptime_seconds", "gauge", "Seconds since the agent started").add((now - agent.started) / 1e9)
+    fam("edgeft_agent_peers_with_traffic", "gauge", "Peers with traffic in the active window (probed every interval)").add(len(agent.active))
     fam("edgeft_agent_loop_lag_max_seconds", "gauge", "Longest delay of a timer behind its deadline").add(agent.loop_lag_max_ns / 1e9)
     for s in agent.planes.values():
         flags = agent.steer.plane(s.index).flags

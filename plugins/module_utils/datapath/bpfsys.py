@@ -40,6 +40,7 @@ OBJ_GET = 7
 PROG_TEST_RUN = 10
 MAP_GET_FD_BY_ID = 14
 OBJ_GET_INFO_BY_FD = 15
+MAP_LOOKUP_BATCH = 24
 
 # map update flags
 BPF_ANY = 0
@@ -57,6 +58,19 @@ class MapElemAttr(ctypes.Structure):
         ("_pad", ctypes.c_uint32),
         ("key", ctypes.c_uint64),
         ("value", ctypes.c_uint64),  # or next_key
+        ("flags", ctypes.c_uint64),
+    ]
+
+
+class BatchAttr(ctypes.Structure):
+    _fields_ = [
+        ("in_batch", ctypes.c_uint64),
+        ("out_batch", ctypes.c_uint64),
+        ("keys", ctypes.c_uint64),
+        ("values", ctypes.c_uint64),
+        ("count", ctypes.c_uint32),
+        ("map_fd", ctypes.c_uint32),
+        ("elem_flags", ctypes.c_uint64),
         ("flags", ctypes.c_uint64),
     ]
 
@@ -224,6 +238,20 @@ def map_delete(fd: int, key) -> bool:
             return False
         raise
     return True
+
+
+def array_lookup_batch(fd: int, values, count: int) -> int:
+    """Read the first `count` slots of an array map into values (a ctypes array)
+    with one syscall (BPF_MAP_LOOKUP_BATCH, kernel 5.6+); the number read."""
+    keys = (ctypes.c_uint32 * count)()
+    out_batch = ctypes.c_uint32()
+    a = BatchAttr(out_batch=addr(out_batch), keys=addr(keys), values=addr(values), count=count, map_fd=fd)
+    try:
+        bpf(MAP_LOOKUP_BATCH, a, "map batch lookup")
+    except BpfSyscallError as e:
+        if e.errno != 2:  # ENOENT: the map ended before count; a.count says how many
+            raise
+    return a.count
 
 
 def map_next_key(fd: int, key, next_key) -> bool:

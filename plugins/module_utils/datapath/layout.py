@@ -113,6 +113,13 @@ MAPS = (
         ctypes.c_uint64,
         lambda t: t["EDGEFT_MAX_PEERS"] * PLANE_SLOTS,
     ),
+    MapSpec(
+        "edgeft_sent_v1",
+        MAP_ARRAY,
+        ctypes.c_uint32,
+        ctypes.c_uint64,
+        lambda t: t["EDGEFT_MAX_PEERS"] * PLANE_SLOTS,
+    ),
     MapSpec("edgeft_plane_v1", MAP_ARRAY, ctypes.c_uint32, Plane, lambda t: PLANE_SLOTS),
     MapSpec("edgeft_ctrs_v1", MAP_PERCPU_ARRAY, ctypes.c_uint32, Counters, lambda t: PLANE_SLOTS),
 )
@@ -132,5 +139,5 @@ def tunables(overrides: dict = None) -> dict:
 
 
 def seen_slot(peer_id: int, plane: int) -> int:
-    """Index into edgeft_seen_v1 (same formula as the C side)."""
+    """Index into edgeft_seen_v1 and edgeft_sent_v1 (same formula as the C side)."""
     return peer_id * PLANE_SLOTS + plane

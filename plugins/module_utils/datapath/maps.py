@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import os
 import time
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import addresses, bpfsys, layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import (
+    BpfSyscallError,
     DatapathError,
     LayoutMismatchError,
 )
+
+
+_ENOTSUPP = 524  # the kernel's own "operation not supported" (not in errno)
 
 
 def check_map(fd: int, spec: layout.MapSpec, max_entries: int = None, where: str = "") -> bpfsys.MapInfo:
@@ -136,6 +141,7 @@ class DatapathMaps:
         self.peers = handles["edgeft_peers_v1"]
         self.state = handles["edgeft_state_v1"]
         self.seen = handles["edgeft_seen_v1"]
+        self.sent = handles["edgeft_sent_v1"]
         self.planes = handles["edgeft_plane_v1"]
         self.counters = handles["edgeft_ctrs_v1"]
 
@@ -279,6 +285,8 @@ class DatapathMaps:
         st = self._state(peer_id)
         st.down_mask &= ~(1 << plane)
         st.learned_mask &= ~(1 << plane)
+        if not st.down_mask:  # nothing left to avoid: report the plane that came back
+            st.active_plane = plane
         st.changed_ns = now_ns()
         self.state.put(peer_id, st)
 
@@ -329,12 +337,43 @@ class DatapathMaps:
         self.clear_seen(peer_id)
 
     def clear_seen(self, peer_id: int) -> None:
+        """Zero the peer's last rx and last tx slots (a reused id starts unheard)."""
         for plane in range(layout.PLANE_SLOTS):
             self.seen.put(layout.seen_slot(peer_id, plane), 0)
+            self.sent.put(layout.seen_slot(peer_id, plane), 0)
 
     def last_seen(self, peer_id: int) -> list:
         """Last rx ns (CLOCK_MONOTONIC) per plane; 0 = never."""
         return [self.seen.get(layout.seen_slot(peer_id, p)).value for p in range(layout.PLANE_SLOTS)]
+
+    def last_sent(self, peer_id: int) -> list:
+        """Last tx ns (CLOCK_MONOTONIC) per plane NIC the packets were routed to; 0 = never."""
+        return [self.sent.get(layout.seen_slot(peer_id, p)).value for p in range(layout.PLANE_SLOTS)]
+
+    def last_traffic(self, peer_ids) -> dict:
+        """peer id -> the latest rx or tx ns on any plane (0 = none), for many peers at
+        once: two batch reads of the slots up to the highest id, not one lookup per slot."""
+        ids = list(peer_ids)
+        if not ids:
+            return {}
+        count = (max(ids) + 1) * layout.PLANE_SLOTS
+        latest = [0] * count
+        for handle in (self.seen, self.sent):
+            values = (ctypes.c_uint64 * count)()
+            try:
+                got = bpfsys.array_lookup_batch(handle.fd, values, count)
+            except BpfSyscallError as e:
+                if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP, _ENOTSUPP):
+                    raise
+                got = 0  # a kernel before 5.6: one lookup per slot of the peers asked about
+                for peer_id in ids:
+                    for p in range(layout.PLANE_SLOTS):
+                        slot = layout.seen_slot(peer_id, p)
+                        values[slot] = handle.get(slot).value
+            for i in range(got or count):
+                if values[i] > latest[i]:
+                    latest[i] = values[i]
+        return {pid: max(latest[layout.seen_slot(pid, p)] for p in range(layout.PLANE_SLOTS)) for pid in ids}
 
     def plane_counters(self, plane: int) -> dict:
         """Counters of one plane, summed over CPUs."""

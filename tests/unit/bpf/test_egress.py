@@ -42,6 +42,21 @@ def test_peer_on_its_plane_passes_untouched(dp, family):
 
 
 @FAMILIES
+def test_traffic_to_a_peer_stamps_its_last_sent_slot(dp, family):
+    """The agent's activity source: last tx per peer, on the NIC the route chose."""
+    import time
+
+    add_peer(dp)
+    before = time.monotonic_ns()
+    egress(dp, P.to_peer(family), plane=1)
+    sent = dp.maps.last_sent(P.PEER_ID)
+    assert sent[0] == 0 and sent[1] >= before and sent[2:] == [0, 0]
+    assert dp.maps.last_traffic([P.PEER_ID]) == {P.PEER_ID: sent[1]}
+    dp.maps.seen.put(P.PEER_ID * 4 + 0, sent[1] + 5)  # a later arrival counts as well
+    assert dp.maps.last_traffic([P.PEER_ID, 0]) == {P.PEER_ID: sent[1] + 5, 0: 0}
+
+
+@FAMILIES
 def test_peer_active_on_other_plane_is_redirected(dp, family):
     add_peer(dp)
     dp.maps.set_active(P.PEER_ID, 1)

@@ -181,7 +181,7 @@ def test_native_traffic_again_forgets_what_was_learned(dp, family):
     before = time.monotonic_ns()
     ingress(dp, P.from_peer(family, plane=0), plane=0)  # the peer is back on plane 0
     peer = dp.maps.get_peer(P.PEER_ID)
-    assert (peer["down_planes"], peer["learned_planes"]) == ([], [])
+    assert (peer["active_plane"], peer["down_planes"], peer["learned_planes"]) == (0, [], [])
     assert peer["changed_ns"] >= before
     assert dp.maps.plane_counters(0)["unlearned"] == 1
     pkt = P.to_peer(family, plane=0)  # and our traffic to it stays on plane 0 again
@@ -206,9 +206,10 @@ def test_within_the_hold_packets_change_nothing(dp, family):
     ingress(dp, P.from_peer(family, plane=0), plane=0)  # an in-flight native packet
     assert dp.maps.get_peer(P.PEER_ID)["down_planes"] == [0]
     dp.maps.clear_down(P.PEER_ID, 0)  # the control plane fails back: hold again
+    assert dp.maps.get_peer(P.PEER_ID)["active_plane"] == 0  # back where nothing is avoided
     ingress(dp, P.from_peer(family, plane=0), plane=1)  # an in-flight steered packet
     peer = dp.maps.get_peer(P.PEER_ID)
-    assert (peer["active_plane"], peer["down_planes"]) == (1, [])
+    assert (peer["active_plane"], peer["down_planes"]) == (0, [])
     assert dp.maps.plane_counters(1)["learned"] == 1
 
 

@@ -204,6 +204,12 @@ def test_probes_leave_egress_unsteered(dp, family):
         assert (r.retval, r.data) == (TC_ACT_UNSPEC, frame)
     assert dp.maps.plane_counters(0)["steered_packets"] == before
     assert dp.maps.plane_counters(0)["tx_packets"] == 0
+    sent_by_traffic = dp.maps.last_sent(P.PEER_ID)[0]
+    assert sent_by_traffic > 0  # the steered data packet made the peer active; probes do not
+    dp.maps.clear_seen(P.PEER_ID)
+    for frame in (request, reply_frame(family)):
+        prog_test_run(dp.fd(0, "egress"), frame)
+    assert dp.maps.last_sent(P.PEER_ID) == [0, 0, 0, 0]
 
 
 def test_the_agent_mirror_matches_the_header():

@@ -19,6 +19,7 @@ from ebpf_program_env import PLANES, Bpffs, Lab, UdpStreams, attach_params, envi
 
 from ansible_collections.edgeft.failover.plugins.module_utils import program, tc
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 
 _PROBLEM = environment_problem()
 pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or '')
@@ -127,7 +128,7 @@ def test_first_attach_creates_clsact_and_filters(lab, params):
         assert lab.filters(dev, direction) == [(3792, 0xEDF7, prog['name'], prog['prog_id'])]
     assert len(set(ids(res))) == 4
     pins = sorted(os.path.join(params['pin_root'], m) for m in
-                  ('edgeft_ctrs_v1', 'edgeft_peers_v1', 'edgeft_plane_v1', 'edgeft_seen_v1', 'edgeft_state_v1'))
+                  ('edgeft_ctrs_v1', 'edgeft_peers_v1', 'edgeft_plane_v1', 'edgeft_seen_v1', 'edgeft_sent_v1', 'edgeft_state_v1'))
     assert res['pin_paths'] == pins
     with open(os.path.join(params['state_dir'], program.STATE_FILE)) as f:
         state = json.load(f)
@@ -345,7 +346,7 @@ def test_absent_removes_only_ours(lab, params):
     assert res['clsact_removed'] == ['p1']
     assert [f[2] for f in lab.filters('p0', 'egress')] == ['keep-me']
     assert lab.filters('p0', 'ingress') == [] and 'clsact' not in lab.qdiscs('p1')
-    assert res['unpinned'] == [] and len(res['pin_paths']) == 5  # maps stay by default
+    assert res['unpinned'] == [] and len(res['pin_paths']) == len(layout.MAPS)  # maps stay by default
     again = ok(run_module(lab, dict(params, state='absent')))
     assert again['changed'] is False
 
