@@ -158,7 +158,7 @@ def test_drain_and_undrain_move_both_directions_without_loss(lab, family):
     assert w['ports'][(DST, 'a')] > 0 and w['ports'][(DST, 'b')] <= NOISE, w['ports']
     assert not plane(after[SRC], 'a')['drained']
     seen = peer(after[DST], SRC)
-    assert (seen['down_planes'], seen['learned_planes']) == ([], []), seen
+    assert (seen['active_plane'], seen['down_planes'], seen['learned_planes']) == ('a', [], []), seen
 
     # r2h1 learned exactly once when the drain began and unlearned exactly once at the undrain
     # (no flapping); r1h1, which made the decisions, never learned anything from r2h1's echo.
