@@ -210,3 +210,30 @@ def test_config_defaults_and_conversions():
     assert not off.dampening["enabled"] and off.metrics_listen == ("::1", 9000)
     with pytest.raises(ConfigError, match="^peers\\[0\\].planes\\[0\\].name"):
         Config({"planes": [{"name": "a", "interface": "x"}], "peers": [{"name": "p", "planes": [{"name": "z"}]}]})
+
+
+# ---------------------------------------------------------------- first-hop echo
+@pytest.mark.parametrize("family", [4, 6])
+def test_echo_request_is_valid_icmp_and_its_reply_parses(family):
+    """The request as scapy sees it (checksum valid for IPv4; IPv6's is the kernel's),
+    and a router's reply (same payload, type echo-reply) parsed back."""
+    from scapy.layers.inet import ICMP, IP
+    from scapy.layers.inet6 import ICMPv6EchoReply, ICMPv6EchoRequest, IPv6
+
+    from ansible_collections.edgeft.failover.plugins.module_utils.agent import echo
+
+    session, seq, sent = 0x1234ABCD, 7, 123456789
+    req = echo.request(family, session, session, seq, sent)
+    if family == 4:
+        pkt = ICMP(req)
+        assert (pkt.type, pkt.id, pkt.seq) == (8, session & 0xFFFF, seq)
+        assert echo.checksum(req) == 0  # a valid checksum sums to zero
+        reply = bytes(IP(src="198.18.1.1", dst="198.18.1.11") / ICMP(type=0, id=pkt.id, seq=pkt.seq) / bytes(pkt.payload))
+    else:
+        pkt = ICMPv6EchoRequest(req)
+        assert (pkt.type, pkt.id, pkt.seq) == (128, session & 0xFFFF, seq)
+        reply = bytes(ICMPv6EchoReply(id=pkt.id, seq=pkt.seq, data=pkt.data))
+        assert IPv6  # the kernel strips the IPv6 header on raw sockets
+    assert echo.parse_reply(family, reply, session) == (session, seq, sent)
+    assert echo.parse_reply(family, reply, session + 1) is None  # another agent's identifier
+    assert echo.parse_reply(family, req if family == 6 else bytes(IP() / ICMP(req)), session) is None  # a request

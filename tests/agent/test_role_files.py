@@ -24,22 +24,32 @@ def render(name, **variables):
     return env.from_string((ROLE / "templates" / name).read_text()).render(**variables)
 
 
-@pytest.mark.parametrize("realtime", [True, False])
-def test_unit_file_verifies(tmp_path, realtime):
+L2_PLANES = [{"name": "a", "interface": "fab0"}, {"name": "b", "interface": "fab1"}]
+ROUTED_PLANES = [dict(p, gateway4="198.18.%d.1" % i) for i, p in enumerate(L2_PLANES)]
+
+
+@pytest.mark.parametrize("realtime,planes,caps", [
+    (True, L2_PLANES, "CAP_BPF CAP_NET_ADMIN"),
+    (False, L2_PLANES, "CAP_BPF CAP_NET_ADMIN"),
+    (True, ROUTED_PLANES, "CAP_BPF CAP_NET_ADMIN CAP_NET_RAW"),  # raw ICMP for first-hop probes
+], ids=["realtime", "normal", "routed"])
+def test_unit_file_verifies(tmp_path, realtime, planes, caps):
     if shutil.which("systemd-analyze") is None:
         pytest.skip("systemd-analyze is not installed")
     unit = tmp_path / "edgeft-agent.service"
     unit.write_text(render("edgeft-agent.service.j2", ansible_managed="test", ebpf_failover_agent_dir="/usr/local/lib/edgeft/agent",
-                           ebpf_failover_agent_config="/etc/edgeft/agent.json", ebpf_failover_agent_realtime=realtime))
+                           ebpf_failover_agent_config="/etc/edgeft/agent.json", ebpf_failover_agent_realtime=realtime,
+                           ebpf_failover_planes=planes))
     r = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     text = unit.read_text()
-    assert "Restart=always" in text and "CapabilityBoundingSet=CAP_BPF CAP_NET_ADMIN\n" in text
+    assert "Restart=always" in text and "CapabilityBoundingSet=%s\n" % caps in text
     assert ("CPUSchedulingPolicy=rr" in text) == realtime
 
 
 def test_rendered_configuration_is_accepted():
-    planes = [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16", "ipv6": "fd0e:d6ef:7a00:1::b/56", "switch": "tor-r1-a"},
+    planes = [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16", "ipv6": "fd0e:d6ef:7a00:1::b/56", "switch": "tor-r1-a",
+               "gateway4": "198.18.1.1", "gateway6": "fd0e:d6ef:7a00:1::1"},
               {"name": "b", "interface": "fab1", "ipv4": "198.19.1.11/16", "switch": "tor-r1-b"}]
     peers = [{"name": "r2h1", "planes": [{"name": "a", "ipv4": "198.18.2.11/16"}, {"name": "b", "ipv4": "198.19.2.11/16"}]}]
     env = jinja2.Environment()
@@ -52,5 +62,6 @@ def test_rendered_configuration_is_accepted():
         ebpf_failover_planes=planes, ebpf_failover_peers=peers, **variables)
     cfg = Config(json.loads(text))
     assert [p["interface"] for p in cfg.planes] == ["fab0", "fab1"]
+    assert [p["gateway"] for p in cfg.planes] == [{4: "198.18.1.1", 6: "fd0e:d6ef:7a00:1::1"}, {4: None, 6: None}]
     assert cfg.peer_names == {"198.18.2.11": "r2h1", "198.19.2.11": "r2h1"}
     assert (cfg.interval_ms, cfg.multiplier, cfg.hold_down_ms) == (10, 3, 1000)

@@ -31,6 +31,7 @@ import time
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import netlink, probe, routes
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_SCAN_MS
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.endpoint import Endpoint
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.firsthop import FirstHop
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.judge import Dampening, Judge
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.names import PeerNames
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.path import Path
@@ -53,6 +54,13 @@ class PlaneState:
         self.failovers = 0
         self.failbacks = 0
         self.routes_lost = False  # backup routes through this NIC need re-adding
+        self.carrier = judge.alive
+        self.first_hop = None  # FirstHop of a routed plane
+
+    @property
+    def alive(self) -> bool:
+        """Carrier, and the first hop (if probed) answering."""
+        return self.carrier and (self.first_hop is None or self.first_hop.path.judge.alive)
 
     @property
     def usable(self) -> bool:
@@ -128,6 +136,7 @@ class Agent:
             carrier = netlink.carrier(flags_now.get(spec["ifindex"], 0))
             judge = Judge(up, self.cfg.hold_down_ns, self.damp(), now, alive=carrier)
             self.planes[spec["index"]] = PlaneState(spec, judge, slot.flags)
+            self.planes[spec["index"]].first_hop = self._first_hop(spec, now)
             if up and not carrier:
                 self._plane_down(self.planes[spec["index"]], now, "no carrier on %s at start" % spec["interface"])
             elif not up and carrier:
@@ -143,6 +152,18 @@ class Agent:
         self.wheel.schedule(now + ACTIVITY_SCAN_MS * 1000000, self._tick_activity)
         self.log.info("started: %d plane(s), %d peer(s), %d path(s); %s", len(self.planes), len(self.peers),
                       len(self.paths), self.cfg.summary())
+
+    def _first_hop(self, spec, now):
+        """The plane's gateway to probe (routed planes), in probe_family order; None on L2 planes."""
+        order = (4, 6) if self.cfg.probe_family == "auto" else (self.cfg.probe_family,)
+        for family in order:
+            gateway = spec["gateway"].get(family)
+            if gateway and spec.get(family):
+                fh = FirstHop(spec["index"], family, gateway, Judge(True, self.cfg.hold_down_ns, self.damp(), now),
+                              self.cfg.multiplier, self.log)
+                fh.path.timer = self.wheel.schedule(now + self.cfg.interval_ns, lambda t, f=fh: self._probe_first_hop(f, t))
+                return fh
+        return None
 
     def _routes_http(self) -> dict:
         from ansible_collections.edgeft.failover.plugins.module_utils.agent import report
@@ -306,6 +327,9 @@ class Agent:
         if self.endpoint is not None:
             self.endpoint.close()
         self.prober.close()
+        for state in self.planes.values():
+            if state.first_hop is not None:
+                state.first_hop.close(self._unwatch)
         if self.links is not None:
             self.links.close()
         self.selector.close()
@@ -358,10 +382,40 @@ class Agent:
             self.log.warning("reading the peers' traffic stamps failed: %s", e)
         self.wheel.schedule(now + ACTIVITY_SCAN_MS * 1000000, self._tick_activity)
 
+    def _probe_first_hop(self, fh, now) -> None:
+        fh.path.check(now)
+        self._judge_first_hop(fh, now)
+        state = self.planes[fh.plane]
+        if fh.open(state.spec, self.cfg.probe_tos, self._watch_probe_socket) is None or not fh.send(self.session, self.clock()):
+            fh.path.send_errors += 1
+        nxt = fh.path.timer.deadline + self.cfg.interval_ns
+        fh.path.timer = self.wheel.schedule(nxt if nxt > now else now + self.cfg.interval_ns,
+                                            lambda t, f=fh: self._probe_first_hop(f, t))
+
+    def _judge_first_hop(self, fh, now) -> None:
+        """The plane follows its first hop as it follows carrier: down when it stops
+        answering (if another plane can take the traffic), up after the hold-down."""
+        state = self.planes[fh.plane]
+        alive = state.alive
+        if alive == state.judge.alive:
+            return
+        if alive:
+            state.judge.observe(True, now)
+            self.log.info("plane %s: first hop %s answers again; UP after %d ms of replies", state.name,
+                          fh.path.address, max(self.cfg.hold_down_ns, state.judge.damp.reuse_in_ns(now)) // 1000000)
+            return
+        if not any(s is not state and s.usable and s.alive for s in self.planes.values()):
+            return  # nowhere to go (or our own stack is stuck): judged again at the next probe
+        state.judge.observe(False, now)
+        self._plane_down(state, now, "first hop %s: no reply to %d probes in a row" % (fh.path.address, fh.path.misses))
+
     def _on_probe_readable(self, _sock) -> None:
         """Replies are read in _drain_probes, right after select returns."""
 
     def _drain_probes(self) -> None:
+        for state in self.planes.values():
+            if state.first_hop is not None and state.first_hop.sock is not None:
+                state.first_hop.receive(self.session, self.clock())
         for (plane, family), sock in list(self.prober.socks.items()):
             got = self.prober.receive(sock)
             if not got:
@@ -422,7 +476,12 @@ class Agent:
             if state is None:
                 continue
             carrier = flags is not None and netlink.carrier(flags)
-            if not state.judge.observe(carrier, now):
+            came_back = carrier and not state.carrier
+            state.carrier = carrier
+            if came_back and state.routes_lost and self.cfg.backup_routes["enabled"]:
+                self.sync_routes()
+                state.routes_lost = False
+            if not state.judge.observe(state.alive, now):
                 continue
             nic = state.spec["interface"]
             if not carrier:
@@ -437,9 +496,6 @@ class Agent:
                 wait = max(self.cfg.hold_down_ns, damp.reuse_in_ns(now))
                 self.log.info("plane %s: carrier back on %s; UP again after %d ms of stable carrier%s", state.name, nic,
                               wait // 1000000, " (flap dampening: penalty %d)" % damp.penalty(now) if damp.suppressed(now) else "")
-                if state.routes_lost and self.cfg.backup_routes["enabled"]:
-                    self.sync_routes()
-                    state.routes_lost = False
 
     def _plane_down(self, state, now, reason) -> bool:
         if not state.judge.fail(now):
@@ -460,8 +516,9 @@ class Agent:
                 self.hold_routes(state.index, False)
                 state.failbacks += 1
                 self.totals["failbacks"] += 1
-                self._event(now, "failback", "plane", state.index, "carrier stable for %d ms (hold-down %d ms)" % (
-                    state.judge.stable_for(now) // 1000000, self.cfg.hold_down_ms))
+                self._event(now, "failback", "plane", state.index, "%s stable for %d ms (hold-down %d ms)" % (
+                    "carrier" if state.first_hop is None else "carrier and first hop", state.judge.stable_for(now) // 1000000,
+                    self.cfg.hold_down_ms))
         self.wheel.schedule(now + self.cfg.interval_ns, self._tick_planes)
 
     def _tick_resync(self, now) -> None:

@@ -147,6 +147,9 @@ def _planes(value):
             "index": i,
             4: _address(plane.get("ipv4"), where + ".ipv4", 4),
             6: _address(plane.get("ipv6"), where + ".ipv6", 6),
+            # A routed plane's first hop, probed with ICMP echo (firsthop.py).
+            "gateway": {4: _address(plane.get("gateway4"), where + ".gateway4", 4),
+                        6: _address(plane.get("gateway6"), where + ".gateway6", 6)},
         })
     if len(out) > 4:
         raise ConfigError("planes: %d planes, the data path has 4 plane slots" % len(out))

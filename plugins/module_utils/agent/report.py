@@ -25,6 +25,14 @@ def _age_ms(now, stamp):
     return None if not stamp else max(0, now - stamp) // 1000000
 
 
+def _first_hop(fh, now):
+    if fh is None:
+        return None
+    p = fh.path
+    return {"address": p.address, "alive": p.judge.alive, "misses": p.misses, "sent": p.sent, "received": p.received,
+            "rtt_ms": _ms(p.rtt_last_ns), "loss": round(p.loss_ratio(), 4), "last_reply_age_ms": _age_ms(now, p.last_reply_ns)}
+
+
 def status(agent) -> dict:
     """The agent's view, plus what the maps say now."""
     now = agent.clock()
@@ -37,6 +45,7 @@ def status(agent) -> dict:
             "judged_up": s.judge.up, "stable_ms": _age_ms(now, s.judge.alive_since) if s.judge.alive else 0,
             "penalty": round(s.judge.damp.penalty(now)), "suppressed": s.judge.damp.suppressed(now),
             "failovers": s.failovers, "failbacks": s.failbacks,
+            "first_hop": _first_hop(s.first_hop, now),
             "counters": agent.maps.plane_counters(s.index),
         })
     peers = []
@@ -105,6 +114,12 @@ def metrics(agent) -> str:
         fam("edgeft_plane_carrier", "gauge", "Carrier (admin up and lower up) of the plane NIC").add(s.judge.alive, **lab)
         fam("edgeft_plane_failovers_total", "counter", "Carrier losses that took the plane down").add(s.failovers, **lab)
         fam("edgeft_plane_failbacks_total", "counter", "Plane brought back after the hold-down").add(s.failbacks, **lab)
+        if s.first_hop is not None:
+            fh = s.first_hop.path
+            fam("edgeft_plane_first_hop_alive", "gauge", "The routed plane's gateway answers its echo probes").add(
+                fh.judge.alive, gateway=fh.address, **lab)
+            fam("edgeft_plane_first_hop_probe_loss_ratio", "gauge", "Echo probe loss to the gateway over the last 100").add(
+                fh.loss_ratio(), gateway=fh.address, **lab)
         fam("edgeft_plane_dampening_penalty", "gauge", "Flap dampening penalty of the plane link").add(round(s.judge.damp.penalty(now)), **lab)
         for counter, value in agent.maps.plane_counters(s.index).items():
             kind = "counter"

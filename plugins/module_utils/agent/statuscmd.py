@@ -79,11 +79,14 @@ def render(st: dict, note: str = "") -> str:
     else:
         lines.append("edgeft-agent: not running%s; the data path as the maps hold it:" % (" (%s)" % note if note else ""))
     lines.append("")
-    rows = [("PLANE", "NIC", "CARRIER", "FLAGS", "FAILOVERS", "FAILBACKS", "TX", "STEERED", "STEERED-IN", "RX", "LEARNED")]
+    rows = [("PLANE", "NIC", "CARRIER", "FIRST-HOP", "FLAGS", "FAILOVERS", "FAILBACKS", "TX", "STEERED", "STEERED-IN", "RX",
+             "LEARNED")]
     for p in st["planes"]:
         flags = ",".join(f for f, on in (("up", p["up"]), ("drained", p["drained"])) if on) or "down"
         c = p["counters"]
+        hop = p.get("first_hop")
         rows.append((p["name"], p["interface"], _v(p["carrier"] if p["carrier"] is None else ("yes" if p["carrier"] else "NO")),
+                     "-" if not hop else "%s %s" % (hop["address"], "ok" if hop["alive"] else "SILENT"),
                      flags, _v(p["failovers"]), _v(p["failbacks"]), c["tx_packets"], c["steered_packets"],
                      c["steered_in_packets"], c["rx_packets"], c["learned"]))
     lines.extend(_table(rows))

@@ -1,0 +1,89 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""First-hop probes: ICMP echo to a routed plane's gateway.
+
+A router answers echo requests in its kernel, so these cost the router no
+user-space work either, and need nothing installed on it. One raw socket per
+plane and family, bound to the plane's NIC and address; the echo payload is
+the same struct as a peer probe (probe.py), so a reply carries back our
+session, sequence number and send time.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
+
+ECHO_REQUEST = {4: 8, 6: 128}
+ECHO_REPLY = {4: 0, 6: 129}
+_HEADER = struct.Struct("!BBHHH")  # type, code, checksum, identifier, sequence
+ICMP6_FILTER = 1
+IPV6_TCLASS = getattr(socket, "IPV6_TCLASS", 67)
+
+
+def checksum(data: bytes) -> int:
+    """The Internet checksum (RFC 1071) of data."""
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack("!%dH" % (len(data) // 2), data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def request(family: int, ident: int, session: int, seq: int, sent_ns: int) -> bytes:
+    """An echo request; IPv6's checksum is the kernel's (it covers the pseudo-header)."""
+    payload = probe.request(session, seq, sent_ns)
+    header = _HEADER.pack(ECHO_REQUEST[family], 0, 0, ident & 0xFFFF, seq & 0xFFFF)
+    if family == 6:
+        return header + payload
+    return _HEADER.pack(ECHO_REQUEST[4], 0, checksum(header + payload), ident & 0xFFFF, seq & 0xFFFF) + payload
+
+
+def parse_reply(family: int, data: bytes, ident: int):
+    """(session, seq, sent_ns) of our echo reply, or None for any other ICMP message.
+
+    IPv4 raw sockets deliver the IP header too; IPv6 ones do not.
+    """
+    if family == 4:
+        if len(data) < 20:
+            return None
+        data = data[(data[0] & 0x0F) * 4:]
+    if len(data) < _HEADER.size + probe.SIZE:
+        return None
+    kind, code, _sum, got_ident, _seq = _HEADER.unpack_from(data)
+    if kind != ECHO_REPLY[family] or code != 0 or got_ident != ident & 0xFFFF:
+        return None
+    fields = probe.FORMAT.unpack_from(data, _HEADER.size)
+    magic, kind_field, _swap, session, seq, sent_ns = fields
+    if magic != probe.MAGIC or kind_field != probe.REQUEST:  # an echo comes back as it left
+        return None
+    return session, seq, sent_ns
+
+
+def open_socket(family: int, interface: str, source: str, tos: int):
+    """A non-blocking raw ICMP socket bound to the NIC and our address on it.
+
+    Raises OSError (no CAP_NET_RAW, address not there yet...).
+    """
+    if family == 4:
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC, socket.IPPROTO_ICMP)
+    else:
+        s = socket.socket(socket.AF_INET6, socket.SOCK_RAW | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC, socket.IPPROTO_ICMPV6)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, interface.encode())
+        if family == 4:
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+        else:
+            s.setsockopt(socket.IPPROTO_IPV6, IPV6_TCLASS, tos)
+            # Only echo replies reach the socket: a bit set in the filter blocks that type.
+            blocked = [0xFFFFFFFF] * 8
+            blocked[ECHO_REPLY[6] >> 5] &= ~(1 << (ECHO_REPLY[6] & 31))
+            s.setsockopt(socket.IPPROTO_ICMPV6, ICMP6_FILTER, struct.pack("=8I", *blocked))
+        s.bind((source, 0))
+    except OSError:
+        s.close()
+        raise
+    return s
