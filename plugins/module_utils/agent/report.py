@@ -41,7 +41,7 @@ def status(agent) -> dict:
         flags = agent.steer.plane(s.index).flags
         planes.append({
             "name": s.name, "index": s.index, "interface": s.spec["interface"], "ifindex": s.spec["ifindex"],
-            "carrier": s.judge.alive, "up": bool(flags & layout.PLANE_UP), "drained": bool(flags & layout.PLANE_DRAINED),
+            "carrier": s.carrier, "up": bool(flags & layout.PLANE_UP), "drained": bool(flags & layout.PLANE_DRAINED),
             "judged_up": s.judge.up, "stable_ms": _age_ms(now, s.judge.alive_since) if s.judge.alive else 0,
             "penalty": round(s.judge.damp.penalty(now)), "suppressed": s.judge.damp.suppressed(now),
             "failovers": s.failovers, "failbacks": s.failbacks,
@@ -111,7 +111,7 @@ def metrics(agent) -> str:
         lab = {"plane": s.name, "interface": s.spec["interface"]}
         fam("edgeft_plane_up", "gauge", "Data path UP flag of the plane (1 = usable unless drained)").add(bool(flags & layout.PLANE_UP), **lab)
         fam("edgeft_plane_drained", "gauge", "Data path DRAINED flag of the plane").add(bool(flags & layout.PLANE_DRAINED), **lab)
-        fam("edgeft_plane_carrier", "gauge", "Carrier (admin up and lower up) of the plane NIC").add(s.judge.alive, **lab)
+        fam("edgeft_plane_carrier", "gauge", "Carrier (admin up and lower up) of the plane NIC").add(s.carrier, **lab)
         fam("edgeft_plane_failovers_total", "counter", "Carrier losses that took the plane down").add(s.failovers, **lab)
         fam("edgeft_plane_failbacks_total", "counter", "Plane brought back after the hold-down").add(s.failbacks, **lab)
         if s.first_hop is not None:
