@@ -298,6 +298,29 @@ def apply_plan(maps, record, planes, plan) -> None:
                                   "present or absent; run the task again to finish" % (step, e)) from e
 
 
+# The module's argument spec, here so that restore.py fills the same defaults.
+ARGUMENT_SPEC = dict(
+    pin_root=dict(type='path', required=True),
+    planes=dict(type='list', elements='dict', required=True, options=dict(
+        name=dict(type='str', required=True),
+        interface=dict(type='str', required=True),
+    )),
+    peers=dict(type='list', elements='dict', required=True, options=dict(
+        name=dict(type='str', required=True),
+        planes=dict(type='list', elements='dict', required=True, options=dict(
+            name=dict(type='str', required=True),
+            ipv4=dict(type='str'),
+            ipv6=dict(type='str'),
+        )),
+        identity=dict(type='list', elements='str', default=[]),
+        learn=dict(type='bool', default=True),
+    )),
+    neighbors=dict(type='bool', default=True),
+    max_peers=dict(type='int'),
+    state_dir=dict(type='path', default='/var/lib/edgeft'),
+)
+
+
 class PeerTableApplyError(RuntimeError):
     """A write failed after validation; the message says at which step."""
 

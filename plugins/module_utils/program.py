@@ -50,6 +50,27 @@ _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\r\n]+)[>"]', re.
 _OUTPUT_TAIL = 6000
 
 
+# The module's argument spec, here so that restore.py fills the same defaults.
+ARGUMENT_SPEC = dict(
+    src=dict(type='path'),
+    include_dirs=dict(type='list', elements='path', default=[]),
+    defines=dict(type='dict', default={}),
+    pin_root=dict(type='path', required=True),
+    attach=dict(type='list', elements='dict', required=True, options=dict(
+        interface=dict(type='str', required=True),
+        direction=dict(type='str', required=True, choices=['ingress', 'egress']),
+        function=dict(type='str'),
+        plane=dict(type='int'),
+        defines=dict(type='dict'),
+        priority=dict(type='int', default=DEFAULT_PRIORITY),
+        handle=dict(type='int', default=DEFAULT_HANDLE),
+    )),
+    state=dict(type='str', choices=['present', 'absent'], default='present'),
+    unpin_maps=dict(type='bool', default=False),
+    state_dir=dict(type='path', default=DEFAULT_STATE_DIR),
+)
+
+
 class ProgramError(Exception):
     """Bad input or a failed change; the text names the option or what was rolled back."""
 

@@ -350,24 +350,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils import program, tc
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            src=dict(type='path'),
-            include_dirs=dict(type='list', elements='path', default=[]),
-            defines=dict(type='dict', default={}),
-            pin_root=dict(type='path', required=True),
-            attach=dict(type='list', elements='dict', required=True, options=dict(
-                interface=dict(type='str', required=True),
-                direction=dict(type='str', required=True, choices=['ingress', 'egress']),
-                function=dict(type='str'),
-                plane=dict(type='int'),
-                defines=dict(type='dict'),
-                priority=dict(type='int', default=program.DEFAULT_PRIORITY),
-                handle=dict(type='int', default=program.DEFAULT_HANDLE),
-            )),
-            state=dict(type='str', choices=['present', 'absent'], default='present'),
-            unpin_maps=dict(type='bool', default=False),
-            state_dir=dict(type='path', default=program.DEFAULT_STATE_DIR),
-        ),
+        argument_spec=program.ARGUMENT_SPEC,
         required_if=[('state', 'present', ['src'])],
         supports_check_mode=True,
     )

@@ -237,26 +237,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors im
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            pin_root=dict(type='path', required=True),
-            planes=dict(type='list', elements='dict', required=True, options=dict(
-                name=dict(type='str', required=True),
-                interface=dict(type='str', required=True),
-            )),
-            peers=dict(type='list', elements='dict', required=True, options=dict(
-                name=dict(type='str', required=True),
-                planes=dict(type='list', elements='dict', required=True, options=dict(
-                    name=dict(type='str', required=True),
-                    ipv4=dict(type='str'),
-                    ipv6=dict(type='str'),
-                )),
-                identity=dict(type='list', elements='str', default=[]),
-                learn=dict(type='bool', default=True),
-            )),
-            neighbors=dict(type='bool', default=True),
-            max_peers=dict(type='int'),
-            state_dir=dict(type='path', default='/var/lib/edgeft'),
-        ),
+        argument_spec=core.ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     try:

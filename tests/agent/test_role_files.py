@@ -47,6 +47,19 @@ def test_unit_file_verifies(tmp_path, realtime, planes, caps):
     assert ("CPUSchedulingPolicy=rr" in text) == realtime
 
 
+def test_restore_unit_file_verifies(tmp_path):
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed")
+    unit = tmp_path / "edgeft-datapath.service"
+    unit.write_text(render("edgeft-datapath.service.j2", ansible_managed="test", ebpf_failover_agent_dir="/usr/local/lib/edgeft/agent",
+                           ebpf_failover_datapath_config="/var/lib/edgeft/datapath.json"))
+    r = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    text = unit.read_text()
+    assert "Type=oneshot" in text and "Before=edgeft-agent.service" in text
+    assert "edgeft-agent restore-datapath --datapath-config /var/lib/edgeft/datapath.json" in text
+
+
 def test_rendered_configuration_is_accepted():
     planes = [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16", "ipv6": "fd0e:d6ef:7a00:1::b/56", "switch": "tor-r1-a",
                "gateway4": "198.18.1.1", "gateway6": "fd0e:d6ef:7a00:1::1"},

@@ -1,6 +1,7 @@
 """playbooks/site.yml on a fresh lab: --check changes nothing, a run deploys, a second run changes nothing."""
 
 import os
+import subprocess
 
 import yaml
 from conftest import pinned, run_playbook, tc_filters
@@ -50,5 +51,41 @@ def test_check_then_deploy_then_idempotent(fresh_lab):
     assert recap == {host: (0, 0) for host in HOSTS}, 'second run changed something:\n' + out[-6000:]
 
     # The fabric still works in both families on both planes with the programs attached.
+    matrix = lab.ping_matrix()
+    assert matrix.ok, matrix.format()
+
+
+def test_restore_at_boot_rebuilds_the_data_path(fresh_lab):
+    """What a reboot loses - tc filters, pinned maps, neighbour entries - comes back from
+    `edgeft-agent restore-datapath` and the recorded arguments, without Ansible; a
+    site.yml run afterwards finds nothing to change."""
+    lab = fresh_lab
+    host = 'r1h1'
+    ns = lab.netns(host)
+    config = os.path.join(host_var(lab, host, 'edgeft_state_dir'), 'datapath.json')
+    assert os.path.exists(config), 'site.yml did not record the data path arguments'
+    for ifname in ('fab0', 'fab1'):  # the reboot, as far as the data path is concerned
+        subprocess.run(['tc', '-n', ns, 'qdisc', 'del', 'dev', ifname, 'clsact'], check=True)
+        subprocess.run(['ip', '-n', ns, 'neigh', 'flush', 'dev', ifname], check=True)
+    for name in pinned(lab, host):
+        os.unlink(os.path.join(lab.pin_root(host), name))
+    assert pinned(lab, host) == [] and 'edgeft' not in tc_filters(lab, host, 'fab0', 'egress')
+
+    launcher = os.path.join(host_var(lab, host, 'edgeft_agent_dir'), 'edgeft-agent')
+    r = subprocess.run(['ip', 'netns', 'exec', ns, '/usr/bin/python3', launcher, 'restore-datapath', '--datapath-config', config],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert 'ebpf_program changed, peer_table changed' in r.stdout, r.stdout
+    for ifname in ('fab0', 'fab1'):
+        for direction in ('egress', 'ingress'):
+            assert 'edgeft:edgeft_%s' % direction in tc_filters(lab, host, ifname, direction)
+    from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
+
+    with DatapathMaps.open_pinned(str(lab.pin_root(host))) as maps:
+        assert len(maps.peer_ids()) == len(HOSTS) - 1
+
+    rc, out, recap = run_playbook(lab.inventory_path)
+    assert rc == 0, out[-6000:]
+    assert recap == {h: (0, 0) for h in HOSTS}, 'site.yml after the restore changed something:\n' + out[-6000:]
     matrix = lab.ping_matrix()
     assert matrix.ok, matrix.format()
