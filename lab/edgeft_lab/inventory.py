@@ -55,6 +55,8 @@ def build_inventory(plan: FabricPlan, bpffs_root: Path) -> dict[str, Any]:
             "edgeft_agent_service": False,
             "edgeft_agent_dir": str(bpffs_root.parent / "src" / host.name / "agent"),
             "edgeft_agent_config": str(bpffs_root.parent / "state" / host.name / "agent.json"),
+            # The machine's /etc is not the hosts' own: network configuration stays live only.
+            "edgeft_persist": "none",
             "edgeft_planes": planes,
         }
 
