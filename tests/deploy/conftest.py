@@ -7,8 +7,6 @@ torn down even when a test fails.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -20,30 +18,6 @@ if str(REPO / 'lab') not in sys.path:
     sys.path.insert(0, str(REPO / 'lab'))
 
 from edgeft_lab import Lab  # noqa: E402
-
-RECAP = re.compile(r'^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
-
-
-def run_playbook(inventory, playbook='playbooks/site.yml', *extra):
-    """Run a playbook of the collection; return (returncode, output, {host: (changed, failed)})."""
-    proc = subprocess.run(['ansible-playbook', '-i', str(inventory), str(REPO / playbook)] + list(extra),
-                          cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False,
-                          env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
-    out = proc.stdout + proc.stderr
-    recap = {m.group(1): (int(m.group(3)), int(m.group(4)) + int(m.group(5))) for m in RECAP.finditer(out)}
-    return proc.returncode, out, recap
-
-
-def pinned(lab, host):
-    root = lab.pin_root(host)
-    return sorted(os.listdir(root)) if os.path.isdir(root) else []
-
-
-def tc_filters(lab, host, ifname, direction):
-    """tc filters on a host NIC, as `tc` prints them (read-only)."""
-    out = subprocess.run(['tc', '-n', lab.netns(host), 'filter', 'show', 'dev', ifname, direction],
-                         capture_output=True, text=True, check=False)
-    return out.stdout
 
 
 @pytest.fixture(scope='module')

@@ -32,7 +32,7 @@ for _path in (REPO / 'lab', REPO / 'benchmarks'):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from conftest import run_playbook  # noqa: E402  (tests/deploy/conftest.py)
+from deploy_helpers import run_playbook  # noqa: E402
 from edgeft_lab import Lab  # noqa: E402
 from redeploy_under_load import lab_down  # noqa: E402  (benchmarks/)
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 from deployed import counters, delta, deployed_lab, peer, plane, port_packets, query
-from conftest import run_playbook
+from deploy_helpers import run_playbook
 
 from edgeft_lab.traffic import TcpStream, UdpStream
 

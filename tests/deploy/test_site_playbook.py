@@ -4,7 +4,7 @@ import os
 import subprocess
 
 import yaml
-from conftest import pinned, run_playbook, tc_filters
+from deploy_helpers import pinned, run_playbook, tc_filters
 
 HOSTS = ('r1h1', 'r1h2', 'r2h1', 'r2h2')
 

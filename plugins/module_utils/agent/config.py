@@ -44,7 +44,7 @@ DAMPENING_DEFAULTS = {
 BACKUP_ROUTES_DEFAULTS = {
     "enabled": True,
     "table": 0xEDF7,
-    "priority": 32764,
+    "priority": 32690,
 }
 
 LOG_LEVELS = ("debug", "info", "warning", "error")

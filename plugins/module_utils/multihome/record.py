@@ -1,0 +1,105 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What multihome owns on a host: state_dir/multihome.json.
+
+The kernel cannot say who added an address, a route or a rule, nor what a sysctl
+was before we changed it, so this file does: exact-set semantics remove only
+what is recorded here, and state=absent puts recorded sysctls, MTUs and link
+states back. One file per state_dir (the lab gives every host its own).
+
+    {"version": 1,
+     "interfaces": {"fab0": {"addresses": ["198.18.1.11/16"], "mtu_before": 1500, "down_before": false}},
+     "routes": [{family, table, dst, gateway, dev, scope, metric}],
+     "rules": [{family, from, table, priority, dev}],            # dev: the plane NIC the rule serves
+     "sysctls": {"net.ipv4.conf.fab0.rp_filter": "0"}}      # the value before edgeft set it
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+
+from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import OptionError
+
+DEFAULT_STATE_DIR = "/var/lib/edgeft"
+STATE_FILE = "multihome.json"
+LOCK_FILE = "multihome.lock"
+VERSION = 1
+ROUTE_KEYS = ("family", "table", "dst", "gateway", "dev", "scope", "metric")
+RULE_KEYS = ("family", "from", "table", "priority", "dev")
+
+
+def empty() -> dict:
+    return {"version": VERSION, "interfaces": {}, "routes": [], "rules": [], "sysctls": {}}
+
+
+def route_entry(route) -> dict:
+    return {k: route.get(k) for k in ROUTE_KEYS}
+
+
+def rule_entry(rule) -> dict:
+    return {k: rule.get(k) for k in RULE_KEYS}
+
+
+def is_empty(data) -> bool:
+    return not (data["interfaces"] or data["routes"] or data["rules"] or data["sysctls"])
+
+
+class Record:
+    def __init__(self, state_dir):
+        if not state_dir or not os.path.isabs(state_dir):
+            raise OptionError("state_dir: %r must be an absolute path" % (state_dir,))
+        if os.path.exists(state_dir) and not os.path.isdir(state_dir):
+            raise OptionError("state_dir: %s exists and is not a directory" % state_dir)
+        self.state_dir = os.path.normpath(state_dir)
+        self.path = os.path.join(self.state_dir, STATE_FILE)
+
+    def load(self) -> dict:
+        try:
+            with open(self.path) as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return empty()
+        except (OSError, ValueError) as e:
+            raise OptionError("state_dir: cannot read %s: %s" % (self.path, e)) from None
+        if not isinstance(data, dict) or data.get("version") != VERSION:
+            raise OptionError("state_dir: %s is not a version %d edgeft multihome record" % (self.path, VERSION))
+        out = empty()
+        for key in ("interfaces", "sysctls"):
+            out[key] = dict(data.get(key) or {})
+        out["routes"] = [route_entry(r) for r in data.get("routes") or []]
+        out["rules"] = [rule_entry(r) for r in data.get("rules") or []]
+        return out
+
+    def save(self, data) -> None:
+        """Atomically replace the record; an empty record removes the file."""
+        if is_empty(data):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            return
+        os.makedirs(self.state_dir, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.state_dir, prefix="." + STATE_FILE)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Serialise runs that write the record (hosts sharing state_dir too)."""
+        os.makedirs(self.state_dir, exist_ok=True)
+        fd = os.open(os.path.join(self.state_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield self
+        finally:
+            os.close(fd)
