@@ -1,0 +1,426 @@
+"""Failover over the fault matrix: the outage each fault causes without protection, with kernel backup routes, and with edgeft.
+
+    sudo .venv/bin/python benchmarks/failover_matrix.py [--faults a,b,...] [--family 4|6] [--pps 10000]
+                                                        [--lead 0.5] [--fault-seconds 2] [--tail 2.5]
+                                                        [--quiet 60] [--json]
+
+On a lab of its own (tests/agent/fabric.yml: r1h1 in rack 1, r2h1 in rack 2, planes a and b;
+a unique name, torn down at the end even on errors or Ctrl-C), a 10 kpps UDP stream and a
+50 Mbit/s TCP stream run r1h1 -> r2h1's plane-a address while each fault is injected for
+--fault-seconds and repaired. Every fault runs in three modes, in this order:
+
+1. none: nothing deployed, the traffic simply rides plane a;
+2. backup-routes: kernel backup routes only (edgeft_lab.backup_routes), no eBPF, no agent;
+3. edgeft: playbooks/site.yml deployed and one agent process per host.
+
+The edgeft mode also measures --quiet seconds of traffic with no fault (the "no-fault" row:
+its failover count must be 0). Per run it reports the UDP max gap and loss, the TCP max stall,
+resets and whether the connection survived, and the agents' failovers, as a table or as JSON
+(--json). The exit status is 1 only for errors (lab, deployment, agents, traffic), never
+because of the figures; 2 for bad options. See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO / 'lab') not in sys.path:
+    sys.path.insert(0, str(REPO / 'lab'))
+
+from edgeft_lab import Lab  # noqa: E402
+from edgeft_lab.agents import AgentError, Agents, ansible_env, clear_learned, run_playbook, settled, steered  # noqa: E402
+from edgeft_lab.backup_routes import BackupRoutes  # noqa: E402
+from edgeft_lab.errors import LabError  # noqa: E402
+from edgeft_lab.traffic import TcpStream, UdpStream, host_address  # noqa: E402
+
+TOPOLOGY = REPO / 'tests' / 'agent' / 'fabric.yml'
+SRC, DST, PLANE = 'r1h1', 'r2h1', 'a'
+MODES = ('none', 'backup-routes', 'edgeft')
+NO_FAULT = 'no-fault'
+TCP_RATE_BPS = 50e6
+# After a flap, dampening may hold a failback back for up to max_suppress_ms (20 s).
+SETTLE_TIMEOUT = 40.0
+# Pings give a peer that learned a plane down the native packet that unlearns it.
+UNLEARN_TIMEOUT = 3.0
+
+# name: (what it does to the lab, for people; how to inject it for `seconds`)
+FAULTS = {
+    'sender-link': ("r1h1's plane-a NIC down (host side)",
+                    lambda lab, seconds: lab.link_down('r1h1', 'a', side='host')),
+    'receiver-link': ("r2h1's plane-a NIC down (host side)",
+                      lambda lab, seconds: lab.link_down('r2h1', 'a', side='host')),
+    'tor-power-off': ("the sender's ToR tor-r1-a powered off (r1h1 loses carrier on fab0)",
+                      lambda lab, seconds: lab.power_off('tor-r1-a')),
+    'silent-tor': ("the receiver's ToR tor-r2-a forwards nothing, links stay up",
+                   lambda lab, seconds: lab.silence('tor-r2-a')),
+    'spine': ("spine-a powered off (the hosts' links stay up)",
+              lambda lab, seconds: lab.power_off('spine-a')),
+    'loss-30': ("30% random loss in each direction of r1h1's plane-a link",
+                lambda lab, seconds: lab.loss(30, host='r1h1', plane='a')),
+    'flap-5hz': ("r1h1's plane-a link flapping at 5 Hz (switch side)",
+                 lambda lab, seconds: lab.flap('r1h1', 'a', hz=5, duration=seconds)),
+}
+
+
+class BenchmarkError(Exception):
+    """The benchmark could not measure what it measures (not: bad figures)."""
+
+
+class Settings:
+    """One run's parameters, shared by every run of the benchmark."""
+
+    def __init__(self, pps, family, lead, fault_seconds, tail, quiet):
+        self.pps, self.family = pps, family
+        self.lead, self.fault_seconds, self.tail, self.quiet = lead, fault_seconds, tail, quiet
+
+
+class Mode:
+    """What a mode adds to the lab: set up, after a repair, waiting for a neutral lab, tear down.
+    As it stands: no protection at all."""
+
+    name = 'none'
+    agents = None
+
+    def setup(self, lab, log):
+        pass
+
+    def after_repair(self):
+        pass
+
+    def settle(self, lab):
+        """Until the lab carries traffic as before the fault: every host reaches every other on every plane.
+        Returns what the report should know about it ({}: nothing)."""
+        wait_for_pings(lab, time.monotonic() + SETTLE_TIMEOUT)
+        return {}
+
+    def teardown(self):
+        pass
+
+
+class BackupRoutesMode(Mode):
+    name = 'backup-routes'
+
+    def __init__(self, lab):
+        self.routes = BackupRoutes(lab, hosts=(SRC, DST), primary='a', backup='b')
+
+    def setup(self, lab, log):
+        log('backup-routes: kernel routes via fab0 (metric 100) and fab1 (metric 200) on %s and %s' % (SRC, DST))
+        self.routes.install()
+        for family in (4, 6):
+            self.routes.check(family)
+
+    def after_repair(self):
+        # A NIC set admin-down took its routes with it; a host's network configuration puts them back.
+        self.routes.install()
+
+    def teardown(self):
+        self.routes.remove()
+
+
+class EdgeftMode(Mode):
+    name = 'edgeft'
+
+    def __init__(self, inventory, log_dir, report):
+        self.inventory, self.log_dir, self.report = inventory, log_dir, report
+
+    def setup(self, lab, log):
+        log('edgeft: deploying with playbooks/site.yml')
+        start = time.monotonic()
+        rc, out = run_playbook(self.inventory, REPO / 'playbooks' / 'site.yml')
+        if rc != 0:
+            raise BenchmarkError('playbooks/site.yml failed (rc %d):\n%s' % (rc, out[-6000:]))
+        self.report['deploy_s'] = round(time.monotonic() - start, 1)
+        self.agents = Agents(lab, self.inventory, self.log_dir, hosts=(SRC, DST))
+        settings = self.agents.settings(SRC)
+        self.report['agent'] = {k: settings.get(k) for k in ('interval_ms', 'multiplier', 'hold_down_ms', 'dampening')}
+        log('edgeft: starting one agent per host (%s)' % ', '.join(self.agents.hosts))
+        self.agents.start_all()
+
+    def settle(self, lab):
+        """Until the agents failed back and the data path sends on plane a again; what was left steered, if anything.
+
+        A peer that learned a plane down from steered traffic unlearns it at the first native
+        packet, which the pings provide. If both hosts learned it from each other, neither sends
+        natively again: that is recorded and the learned bits are cleared, so the next run starts
+        from a neutral lab.
+        """
+        try:
+            self.agents.wait_judged_up(timeout=SETTLE_TIMEOUT)
+        except AgentError as e:
+            raise BenchmarkError('the agents did not fail back within %.0f s of the repair: %s' % (SETTLE_TIMEOUT, e)) from None
+        left = self._wait_back_on_plane_a(lab, time.monotonic() + UNLEARN_TIMEOUT)
+        if not left:
+            return {}
+        cleared = clear_learned(lab, self.agents.hosts)
+        still = self._wait_back_on_plane_a(lab, time.monotonic() + UNLEARN_TIMEOUT)
+        if still:
+            raise BenchmarkError('traffic stays off plane a after the repair, also with learned bits cleared: %s' % json.dumps(still))
+        return {'left_steered': left, 'cleared_learned': cleared}
+
+    def _wait_back_on_plane_a(self, lab, deadline):
+        """{} once every agent is settled, else (at the deadline) {host: steered peers}."""
+        while True:
+            wait_for_pings(lab, deadline + SETTLE_TIMEOUT)
+            statuses = {}
+            for host in self.agents.hosts:
+                self.agents.check_alive(host)
+                statuses[host] = self.agents.status(host)
+            if all(settled(st) for st in statuses.values()):
+                return {}
+            if time.monotonic() > deadline:
+                return {host: steered(st) for host, st in statuses.items()}
+            time.sleep(0.2)
+
+    def teardown(self):
+        if self.agents is not None:
+            self.agents.stop_all()
+
+
+def wait_for_pings(lab, deadline):
+    while True:
+        matrix = lab.ping_matrix(count=1, timeout=0.5)
+        if matrix.ok:
+            return
+        if time.monotonic() > deadline:
+            raise BenchmarkError('lab %s did not recover after the repair:\n%s' % (lab.name, matrix.format()))
+        time.sleep(0.2)
+
+
+def measure(lab, settings, mode, fault):
+    """One run: traffic, the fault (or none, for `quiet` seconds), the repair, the tail. Returns its record."""
+    udp = UdpStream(lab, SRC, DST, plane=PLANE, family=settings.family, pps=settings.pps)
+    tcp = TcpStream(lab, SRC, DST, plane=PLANE, family=settings.family, rate_bps=TCP_RATE_BPS)
+    streams = (udp, tcp)
+    start_ns = time.monotonic_ns()
+    fault_ns = None
+    with contextlib.ExitStack() as stack:
+        try:
+            for stream in streams:
+                stack.enter_context(stream)
+            if fault == NO_FAULT:
+                time.sleep(settings.quiet)
+            else:
+                time.sleep(settings.lead)
+                mark(streams, 'fault')
+                fault_ns = time.monotonic_ns()
+                FAULTS[fault][1](lab, settings.fault_seconds)
+                time.sleep(settings.fault_seconds)
+                mark(streams, 'repair')
+                lab.repair_all()
+                mode.after_repair()
+                time.sleep(settings.tail)
+        finally:
+            lab.repair_all()  # also when a stream or an injection failed: the lab must not keep a fault
+    end_ns = time.monotonic_ns()
+    u, t = udp.result(), tcp.result()
+    record = {'fault': fault, 'mode': mode.name, 'seconds': round((end_ns - start_ns) / 1e9, 2),
+              'udp': u.as_dict(), 'tcp': t.as_dict()}
+    if mode.agents is not None:
+        record.update(agent_events(mode.agents, start_ns, end_ns, fault_ns, u.start_ns))
+    return record
+
+
+def mark(streams, label):
+    for stream in streams:
+        stream.mark(label)
+
+
+def agent_events(agents, start_ns, end_ns, fault_ns, stream_start_ns):
+    """The agents' state changes during a run: failover and failback counts, the events (`at_ms`:
+    from the UDP stream's start, like its marks and gaps), the first failover's delay after the fault."""
+    events = []
+    for host in agents.hosts:
+        for event in agents.events(host, since_ns=start_ns):
+            if event['t_ns'] <= end_ns:
+                events.append(dict(event, host=host, at_ms=round((event['t_ns'] - stream_start_ns) / 1e6, 1)))
+    events.sort(key=lambda e: e['t_ns'])
+    failovers = [e for e in events if e['kind'] == 'failover']
+    first = None
+    if failovers and fault_ns is not None:
+        first = round((failovers[0]['t_ns'] - fault_ns) / 1e6, 1)
+    return {'failovers': len(failovers), 'failbacks': sum(e['kind'] == 'failback' for e in events),
+            'first_failover_after_fault_ms': first, 'events': events}
+
+
+def run_mode(lab, settings, mode, faults, log):
+    """Every run of one mode; the mode's additions are removed at the end, also on errors."""
+    records = []
+    try:
+        mode.setup(lab, log)
+        runs = list(faults)
+        if mode.name == 'edgeft' and settings.quiet > 0:
+            runs.insert(0, NO_FAULT)  # first, on the freshly deployed lab
+        for fault in runs:
+            log('%s: %s' % (mode.name, fault if fault != NO_FAULT else 'no fault for %g s' % settings.quiet))
+            record = measure(lab, settings, mode, fault)
+            records.append(record)
+            start = time.monotonic()
+            record['after_repair'] = dict(mode.settle(lab), settle_s=round(time.monotonic() - start, 2))
+    finally:
+        mode.teardown()
+    return records
+
+
+def check_prerequisites():
+    if os.geteuid() != 0:
+        raise BenchmarkError('needs root (network namespaces, tc, bpf): run it with sudo')
+    if not (Path(ansible_env()['ANSIBLE_COLLECTIONS_PATH'].split(os.pathsep)[0]) / 'ansible_collections/edgeft/failover').exists():
+        raise BenchmarkError('edgeft.failover is not on the collections path: run scripts/bootstrap.sh first')
+
+
+def run_benchmark(faults=None, family=4, pps=10_000, lead=0.5, fault_seconds=2.0, tail=2.5, quiet=60.0, log=None):
+    """The whole matrix on a lab of its own; returns the report (see benchmarks/README.md).
+
+    faults: names from FAULTS (default all, in that order). quiet: seconds of the no-fault
+    run in edgeft mode (0: none). log: called with progress lines; nothing is printed otherwise.
+    """
+    log = log or (lambda line: None)
+    faults = list(FAULTS) if faults is None else list(faults)
+    unknown = [f for f in faults if f not in FAULTS]
+    if unknown:
+        raise BenchmarkError('unknown fault(s) %s (known: %s)' % (', '.join(unknown), ', '.join(FAULTS)))
+    check_prerequisites()
+    settings = Settings(pps, family, lead, fault_seconds, tail, quiet)
+    lab = Lab(TOPOLOGY, name='fm-%s' % uuid.uuid4().hex[:6])
+    report = {
+        'lab': lab.name, 'topology': str(TOPOLOGY.relative_to(REPO)), 'src': SRC, 'dst': DST, 'plane': PLANE,
+        'address': host_address(lab, DST, PLANE, family), 'family': family, 'pps': pps, 'tcp_rate_bps': TCP_RATE_BPS,
+        'lead_s': lead, 'fault_s': fault_seconds, 'tail_s': tail, 'quiet_s': quiet, 'modes': list(MODES),
+        'faults': faults, 'fault_kinds': {name: FAULTS[name][0] for name in faults}, 'runs': [],
+    }
+    with tempfile.TemporaryDirectory(prefix='edgeft-bench-') as tmp:
+        inventory = Path(tmp) / 'hosts.yml'
+        modes = (Mode(), BackupRoutesMode(lab), EdgeftMode(inventory, tmp, report))
+        try:
+            log('lab %s: up' % lab.name)
+            lab.up(inventory=inventory)
+            for mode in modes:
+                report['runs'] += run_mode(lab, settings, mode, faults, log)
+        finally:
+            log('lab %s: down' % lab.name)
+            lab.down()
+    return report
+
+
+def format_table(report):
+    """The report as a table for people: one row per fault and mode."""
+    agent = report.get('agent') or {}
+    lines = [
+        'failover matrix: lab %s, %s -> %s %s (plane %s), UDP %d pps + TCP %g Mbit/s, IPv%d, fault %g s, lead %g s, '
+        'tail %g s, no-fault %g s; agent: probes every %s ms x %s, hold-down %s ms'
+        % (report['lab'], report['src'], report['dst'], report['address'], report['plane'], report['pps'],
+           report['tcp_rate_bps'] / 1e6, report['family'], report['fault_s'], report['lead_s'], report['tail_s'],
+           report['quiet_s'], agent.get('interval_ms', '?'), agent.get('multiplier', '?'), agent.get('hold_down_ms', '?')),
+        '',
+        '%-14s %-14s %11s %7s %13s %7s %9s %10s' % (
+            'fault', 'mode', 'max gap ms', 'lost', 'TCP stall ms', 'resets', 'survived', 'failovers'),
+    ]
+    order = [NO_FAULT] + list(report['faults'])
+    runs = sorted(report['runs'], key=lambda r: (order.index(r['fault']), MODES.index(r['mode'])))
+    for r in runs:
+        udp, tcp = r['udp'], r['tcp']
+        lines.append('%-14s %-14s %11.1f %7d %13.1f %7d %9s %10s' % (
+            r['fault'], r['mode'], udp['max_gap_ms'], udp['lost'], tcp['max_stall_ms'], tcp['resets'],
+            'yes' if tcp['survived'] else 'no', r['failovers'] if 'failovers' in r else '-'))
+    lines += notes(runs)
+    return '\n'.join(lines)
+
+
+def notes(runs):
+    """What the figures alone do not say: runs the measuring machine may have distorted, and
+    runs after which traffic did not return to plane a by itself."""
+    out = []
+    for r in runs:
+        udp = r['udp']
+        if udp['socket_drops'] or udp['sender_max_gap_ms'] >= 20:
+            out.append('  %s/%s: the sender paused %.1f ms, receiver socket drops %d: a gap up to the pause is the '
+                       'machine\'s, not the network\'s' % (r['fault'], r['mode'], udp['sender_max_gap_ms'], udp['socket_drops']))
+        left = r.get('after_repair', {}).get('left_steered')
+        if left:
+            out.append('  %s/%s: %.0f s after the agents failed back the data path still kept plane a down: %s; '
+                       'the learned bits were cleared before the next run' % (
+                           r['fault'], r['mode'], UNLEARN_TIMEOUT, describe_steered(left)))
+    if out:
+        out.insert(0, '\nnotes:')
+    return out
+
+
+def describe_steered(left):
+    return '; '.join('%s sends to %s on %s (down %s, learned %s)' % (
+        host, peer, s['active_plane'], ','.join(s['down_planes']), ','.join(s['learned_planes']) or '-')
+        for host, peers in sorted(left.items()) for peer, s in sorted(peers.items()))
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float('inf'):
+        raise argparse.ArgumentTypeError('%r is not a number of seconds >= 0' % text)
+    return value
+
+
+def _faults(text):
+    names = [n.strip() for n in text.split(',') if n.strip()]
+    unknown = [n for n in names if n not in FAULTS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError('unknown fault(s) %s; known: %s' % (', '.join(unknown) or '(none)', ','.join(FAULTS)))
+    return names
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
+    parser.add_argument('--faults', type=_faults, default=list(FAULTS),
+                        help='comma-separated fault kinds (default all: %s)' % ','.join(FAULTS))
+    parser.add_argument('--family', type=int, choices=(4, 6), default=4, help='IP version of the streams (default 4)')
+    parser.add_argument('--pps', type=int, default=10_000, help='packets per second of the UDP stream (default 10000)')
+    parser.add_argument('--lead', type=_seconds, default=0.5, help='seconds of traffic before the fault (default 0.5)')
+    parser.add_argument('--fault-seconds', type=_seconds, default=2.0, help='seconds the fault lasts (default 2)')
+    parser.add_argument('--tail', type=_seconds, default=2.5,
+                        help='seconds of traffic after the repair (default 2.5: through the 1 s hold-down failback)')
+    parser.add_argument('--quiet', type=_seconds, default=60.0,
+                        help='seconds of the no-fault run in edgeft mode (default 60; 0: none)')
+    parser.add_argument('--json', action='store_true', help='print the whole report as JSON')
+    args = parser.parse_args(argv)
+    if not 1 <= args.pps <= 20_000:
+        parser.error('--pps must be 1..20000')
+    if args.fault_seconds <= 0:
+        parser.error('--fault-seconds must be more than 0')
+    return args
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM unwinds like Ctrl-C: the lab is torn down
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        report = run_benchmark(faults=args.faults, family=args.family, pps=args.pps, lead=args.lead,
+                               fault_seconds=args.fault_seconds, tail=args.tail, quiet=args.quiet,
+                               log=lambda line: print('[failover_matrix] %s' % line, file=sys.stderr))
+    except (BenchmarkError, LabError, OSError, subprocess.CalledProcessError) as e:
+        print('failover_matrix: error: %s' % e, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print('failover_matrix: interrupted (the lab was torn down)', file=sys.stderr)
+        return 130
+    print(json.dumps(report, indent=1, sort_keys=True) if args.json else format_table(report))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
