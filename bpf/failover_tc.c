@@ -398,8 +398,17 @@ int edgeft_ingress(struct __sk_buff *skb)
 	__u32 l4;
 	int kind = edgeft_probe_kind(skb, p.family, &l4);
 
-	if (kind == EDGEFT_PROBE_REQUEST && skb->pkt_type == EDGEFT_PACKET_HOST)
+	__u32 me = EDGEFT_PLANE;
+
+	if (kind == EDGEFT_PROBE_REQUEST && skb->pkt_type == EDGEFT_PACKET_HOST) {
+		/* A drained plane looks dead to the peers' probes, so their agents
+		 * keep off it by their own judgement too (not only by learning). */
+		struct edgeft_plane *self = edgeft_plane_v1.lookup(&me);
+
+		if (self && (self->flags & EDGEFT_PLANE_DRAINED))
+			return TC_ACT_UNSPEC;
 		return edgeft_reflect(skb, p.family, l4);
+	}
 	if (kind)
 		return TC_ACT_UNSPEC;
 
@@ -409,7 +418,6 @@ int edgeft_ingress(struct __sk_buff *skb)
 	if (seen && now - *seen >= EDGEFT_SEEN_RES_NS)
 		*seen = now;
 
-	__u32 me = EDGEFT_PLANE;
 	struct edgeft_counters *c = edgeft_ctrs_v1.lookup(&me);
 	if (c) {
 		c->rx_packets++;

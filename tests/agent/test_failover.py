@@ -239,3 +239,67 @@ def test_only_peers_with_traffic_are_probed_every_interval(agent_lab):
     assert not traffic and all(every == 1000 for every, _sent in paths.values()), paths
     st = agents.status("r1h1")
     assert st["totals"] == {"failovers": 0, "failbacks": 0}, st["events"]
+
+
+def test_hosts_echoing_each_others_steering_go_back_to_the_plane(agent_lab):
+    """Both hosts keep off plane a only because each learned it from the other (a flap
+    can leave them so): their own probes, answered for the hold-down, end the echo."""
+    from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps, now_ns
+
+    lab, agents = agent_lab
+    agents.start_all()
+    time.sleep(HOLD_DOWN_MS / 1000.0 + 0.2)  # every path answered for longer than the hold-down
+    start = time.monotonic_ns()
+    for host in ("r1h1", "r2h1"):
+        with DatapathMaps.open_pinned(str(lab.pin_root(host))) as maps:
+            for peer_id in maps.peer_ids():
+                st = maps.state.get(peer_id)
+                st.active_plane, st.down_mask, st.learned_mask, st.changed_ns = 1, 1, 1, now_ns()
+                maps.state.put(peer_id, st)
+    with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=4, pps=1000) as udp:
+        time.sleep(3.0)
+    r = udp.result()
+    unlearned = {h: events(agents, h, "unlearned", start) for h in ("r1h1", "r2h1")}
+    print("\nmutual echo on plane a: unlearned %s; UDP lost %d, max gap %.1f ms"
+          % ({h: [(e["peer"], round((e["t_ns"] - start) / MS)) for e in v] for h, v in unlearned.items()}, r.lost, r.max_gap_ms))
+    assert any(unlearned.values()), unlearned
+    for host, peer in (("r1h1", "r2h1"), ("r2h1", "r1h1")):
+        entry, _path = path_state(agents, host, peer, "a")
+        assert (entry["down_planes"], entry["learned_planes"], entry["active_plane"]) == ([], [], "a"), (host, entry)
+    assert r.lost == 0, r.summary()
+    assert agents.status("r1h1")["totals"] == {"failovers": 0, "failbacks": 0}
+
+
+def test_a_drain_is_not_taken_for_an_echo(agent_lab):
+    """r2h1 drains plane a (the DRAINED flag, as plane_state sets it): its reflector stops
+    answering there, so r1h1's agent judges the path down itself and never 'unlearns'
+    the drain; after the undrain it fails back."""
+    from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
+    from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
+
+    lab, agents = agent_lab
+    agents.start_all()
+
+    def set_drained(drained):
+        with DatapathMaps.open_pinned(str(lab.pin_root("r2h1"))) as maps:
+            flags = maps.planes.get(0).flags
+            maps.set_plane_flags(0, flags | layout.PLANE_DRAINED if drained else flags & ~layout.PLANE_DRAINED)
+            if not drained:
+                maps.hold()
+
+    start = time.monotonic_ns()
+    with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=4, pps=1000) as udp:
+        time.sleep(0.3)
+        set_drained(True)
+        time.sleep(2.5)  # longer than the hold-down: an echo would have been forgotten by now
+        during = path_state(agents, "r1h1", "r2h1", "a")
+        set_drained(False)
+        time.sleep(HOLD_DOWN_MS / 1000.0 + 1.0)
+    r = udp.result()
+    entry, path = during
+    print("\ndrain of r2h1/a under the agents: r1h1 sees %s/%s during the drain; unlearned events %s; UDP lost %d"
+          % (path["state"], entry["down_planes"], events(agents, "r1h1", "unlearned", start), r.lost))
+    assert path["state"] == "down" and "a" in entry["down_planes"], entry
+    assert events(agents, "r1h1", "unlearned", start) == []
+    assert any(e["scope"] == "path" for e in events(agents, "r1h1", "failback", start))
+    assert r.lost == 0, r.summary()

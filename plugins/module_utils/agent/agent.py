@@ -212,6 +212,30 @@ class Agent:
             if key not in self.paths:
                 self._add_path(key, family, addr, peers[key[0]], now, i, len(wanted))
         self.routes_due = False
+        self._check_learned(now)
+
+    def _check_learned(self, now) -> None:
+        """Forget learned down bits that our own probes contradict.
+
+        A learned bit says "the peer keeps off this plane". Two hosts can end up
+        echoing each other (each fails back while the other still steers, and
+        learns from its packets after the hold), and then neither sends on the
+        plane natively again, so neither unlearns. A probe round trip on the
+        path, answered without a break for the hold-down, shows the plane works
+        both ways: then the bit is an echo, and we send natively again, which
+        makes the peer unlearn its own echo. A real failure or a drain never
+        passes this test (probes fail; a drained plane does not answer them).
+        """
+        for (peer_id, plane), path in self.paths.items():
+            peer = self.peers.get(peer_id)
+            if peer is None or plane not in peer["learned_planes"]:
+                continue
+            if not (path.healthy and path.judge.stable_for(now) >= self.cfg.hold_down_ns):
+                continue
+            if self.steer.forget_learned(peer_id, plane):
+                self._event(now, "unlearned", "path", plane, "own probes answered for %d ms: the peer's steering off the "
+                            "plane was an echo -> traffic back on plane %s" % (path.judge.stable_for(now) // 1000000,
+                                                                                self.planes[plane].name), peer=peer_id)
 
     def _add_path(self, key, family, addr, peer, now, i, n) -> None:
         peer_id, plane = key

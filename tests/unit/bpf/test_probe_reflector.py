@@ -139,6 +139,19 @@ def test_probes_are_not_counted_seen_or_learned(dp, family):
 
 
 @FAMILIES
+def test_requests_on_a_drained_plane_are_not_answered(dp, family):
+    """Peers' agents must see a drained plane as dead and keep off it themselves;
+    the request goes on to the stack unmodified, like any UDP datagram."""
+    add_peer(dp)
+    dp.maps.set_plane(0, 1000, up=True, drained=True)
+    frame = probe_frame(family, plane=0)
+    r = ingress(dp, frame, plane=0)
+    assert (r.retval, r.data) == (TC_ACT_UNSPEC, frame)
+    dp.maps.set_plane(0, 1000, up=True, drained=False)
+    assert ingress(dp, frame, plane=0).retval == TC_ACT_REDIRECT
+
+
+@FAMILIES
 def test_requests_from_strangers_are_not_answered(dp, family):
     """Only peers get replies: the reflector cannot bounce packets at arbitrary addresses."""
     add_peer(dp)
