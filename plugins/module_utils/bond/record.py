@@ -1,0 +1,94 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the bond module changed, per network namespace and bond:
+
+<state_dir>/bond.json:
+
+    {"version": 1, "namespaces": {"<dev>:<inode>": {"bond0": {
+        "created": true,                       # this module created the bond
+        "ports": {"fab0": {"up": true}},       # admin state before it was enslaved
+        "addresses": ["198.18.1.11/16"]}}}}    # the addresses it manages on the bond
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+
+from ansible_collections.edgeft.failover.plugins.module_utils.bond.spec import OptionError
+
+STATE_FILE = "bond.json"
+LOCK_FILE = "bond.lock"
+VERSION = 1
+
+
+class BondRecord:
+    def __init__(self, state_dir):
+        if not state_dir or not os.path.isabs(str(state_dir)):
+            raise OptionError("state_dir: %r must be an absolute path" % (state_dir,))
+        if os.path.exists(state_dir) and not os.path.isdir(state_dir):
+            raise OptionError("state_dir: %s exists and is not a directory" % state_dir)
+        self.state_dir = state_dir
+        self.path = os.path.join(state_dir, STATE_FILE)
+        self.key = None
+        self.bonds = {}
+
+    def _load(self):
+        try:
+            with open(self.path) as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            raise OptionError("state_dir: cannot read %s: %s" % (self.path, e)) from None
+        if not isinstance(data, dict) or data.get("version") != VERSION:
+            raise OptionError("state_dir: %s is not a version %d edgeft bond record" % (self.path, VERSION))
+        return data
+
+    def entry(self, name) -> dict:
+        return dict(self.bonds.get(name, {}))
+
+    def save(self, name, entry) -> None:
+        """Atomically replace one bond's entry (None drops it)."""
+        data = self._load() or {"version": VERSION}
+        bonds = data.setdefault("namespaces", {}).setdefault(self.key, {})
+        if entry is None:
+            bonds.pop(name, None)
+        else:
+            bonds[name] = entry
+        if not bonds:
+            data["namespaces"].pop(self.key)
+        os.makedirs(self.state_dir, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.state_dir, prefix="." + STATE_FILE)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self.bonds = dict(bonds)
+
+    @contextlib.contextmanager
+    def locked(self, key, create=True):
+        """Load this namespace's bonds under an exclusive lock; check mode (create=False)
+        never creates state_dir."""
+        self.key = key
+        if not create and not os.path.isdir(self.state_dir):
+            self.bonds = {}
+            yield self
+            return
+        os.makedirs(self.state_dir, exist_ok=True)
+        fd = os.open(os.path.join(self.state_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self.bonds = self._load().get("namespaces", {}).get(key, {})
+            yield self
+        finally:
+            os.close(fd)
