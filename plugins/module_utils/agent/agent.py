@@ -233,9 +233,9 @@ class Agent:
             if not (path.healthy and path.judge.stable_for(now) >= self.cfg.hold_down_ns):
                 continue
             if self.steer.forget_learned(peer_id, plane):
-                self._event(now, "unlearned", "path", plane, "own probes answered for %d ms: the peer's steering off the "
-                            "plane was an echo -> traffic back on plane %s" % (path.judge.stable_for(now) // 1000000,
-                                                                                self.planes[plane].name), peer=peer_id)
+                reason = "own probes answered for %d ms: the peer's steering off the plane was an echo -> traffic back on plane %s" % (
+                    path.judge.stable_for(now) // 1000000, self.planes[plane].name)
+                self._event(now, "unlearned", "path", plane, reason, peer=peer_id)
 
     def _add_path(self, key, family, addr, peer, now, i, n) -> None:
         peer_id, plane = key
