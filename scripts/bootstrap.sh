@@ -22,6 +22,10 @@ APT_PACKAGES=(
   iproute2 nftables iputils-ping procps rsync git shellcheck
   python3 python3-venv python3-pip python3-cryptography python3-yaml python3-jinja2
   python3-pyroute2 python3-bpfcc bpfcc-tools python3-scapy
+  # The persistence tests check rendered files with the tools that read them (netplan
+  # generate, ifquery, libnm's keyfile reader); nothing here starts a network service,
+  # and neither tool acts on a machine without its own config files.
+  netplan.io ifupdown gir1.2-nm-1.0 python3-gi
 )
 
 apt_updated=0
