@@ -1,6 +1,8 @@
 """playbooks/site.yml on a fresh lab: --check changes nothing, a run deploys, a second run changes nothing."""
 
+import json
 import os
+import re
 import subprocess
 
 import yaml
@@ -89,3 +91,33 @@ def test_restore_at_boot_rebuilds_the_data_path(fresh_lab):
     assert recap == {h: (0, 0) for h in HOSTS}, 'site.yml after the restore changed something:\n' + out[-6000:]
     matrix = lab.ping_matrix()
     assert matrix.ok, matrix.format()
+
+
+def test_site_persists_one_plan_per_host(fresh_lab, tmp_path):
+    """With a renderer chosen, site.yml writes each host's plane NICs and backup routes into
+    one configuration per interface (here ifupdown, into a scratch root per host: lab hosts
+    share the machine's /etc); a second run changes nothing."""
+    lab = fresh_lab
+    roots = tmp_path / 'roots'
+    for host in HOSTS:
+        program = roots / host / 'sbin' / 'ifup'  # detection needs the renderer's program in the root
+        program.parent.mkdir(parents=True)
+        program.write_text('')
+        interfaces = roots / host / 'etc' / 'network' / 'interfaces'  # as Debian installs it
+        interfaces.parent.mkdir(parents=True)
+        interfaces.write_text('source /etc/network/interfaces.d/*\n')
+    routes = [{'dst': '198.18.250.0/24', 'via': [{'interface': 'fab0', 'metric': 100}, {'interface': 'fab1', 'metric': 200}]}]
+    extra = ('-e', 'edgeft_persist=ifupdown', '-e', 'network_persist_root=%s/{{ inventory_hostname }}' % roots,
+             '-e', '{"edgeft_backup_routes": %s}' % json.dumps(routes))
+    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *extra)
+    assert rc == 0, out[-6000:]
+    fab0 = (roots / 'r1h1' / 'etc' / 'network' / 'interfaces.d' / '60-edgeft-fab0').read_text()
+    assert 'address 198.18.1.11/16' in fab0 or '198.18.1.11/16' in fab0, fab0
+    assert 'table 60901' in fab0 and '198.18.250.0/24' in fab0 and 'metric 100' in fab0, fab0
+    fab1 = (roots / 'r1h1' / 'etc' / 'network' / 'interfaces.d' / '60-edgeft-fab1').read_text()
+    assert '198.18.250.0/24' in fab1 and 'metric 200' in fab1, fab1
+    sysctls = (roots / 'r1h1' / 'etc' / 'sysctl.d' / '60-edgeft.conf').read_text()
+    assert re.search(r'^net\.ipv4\.conf\.fab0\.rp_filter\s*=\s*2$', sysctls, re.M), sysctls
+    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *extra)
+    assert rc == 0, out[-6000:]
+    assert recap == {h: (0, 0) for h in HOSTS}, 'second run changed something:\n' + out[-6000:]
