@@ -98,7 +98,7 @@ struct edgeft_counters {
 	__u64 steer_skipped;      /* should leave this plane, but no usable target */
 	__u64 steered_in_packets; /* redirected onto this plane (counted by the source) */
 	__u64 steered_in_bytes;
-	__u64 rx_packets;         /* ingress from known peers */
+	__u64 rx_packets;         /* ingress from known peers (not neighbour discovery) */
 	__u64 rx_bytes;
 	__u64 learned;            /* ingress moved a peer onto this plane */
 	__u64 unlearned;          /* the peer came back to this plane: learned bit cleared */
@@ -128,6 +128,16 @@ struct edgeft_counters {
  *  - egress never steers a request or a reply: a probe tests one plane.
  *  - probes are not counted, do not touch last_seen and teach nothing (they
  *    leave on their own plane even while the agent steers the peer off it).
+ *  - ingress does not answer REQUESTs arriving on a DRAINED plane, so the
+ *    peers' agents judge the plane dead and keep off it themselves.
+ * CHECK / CHECK_REPLY are the operator's health check of a plane (module
+ * plane_check), e.g. through a switch under maintenance before traffic moves
+ * back onto it. They are reflected, passed and ignored exactly like REQUEST /
+ * REPLY, except that a CHECK is answered on a DRAINED plane too: the check
+ * must see the wire work while every host behind the switch has it drained.
+ * A CHECK must carry kind_swap CHECK_REPLY, so that exemption can never make
+ * a drained plane emit a REPLY. The agent never sends or accepts CHECKs: its
+ * judgement still sees a drained plane as dead.
  * The agent mirrors this in plugins/module_utils/agent/probe.py (a unit test
  * compiles asserts of the mirror against this header).
  */
@@ -135,10 +145,12 @@ struct edgeft_counters {
 #define EDGEFT_PROBE_MAGIC 0x65667470 /* "eftp" */
 #define EDGEFT_PROBE_REQUEST 0x7271   /* "rq" */
 #define EDGEFT_PROBE_REPLY 0x7270     /* "rp" */
+#define EDGEFT_PROBE_CHECK 0x6371       /* "cq" */
+#define EDGEFT_PROBE_CHECK_REPLY 0x6370 /* "cp" */
 
 struct edgeft_probe {
 	__u32 magic;     /* EDGEFT_PROBE_MAGIC */
-	__u16 kind;      /* REQUEST in a request, REPLY in a reply */
+	__u16 kind;      /* REQUEST or CHECK in a request, REPLY or CHECK_REPLY in a reply */
 	__u16 kind_swap; /* the other one: the reflector swaps the two halves */
 	__u32 session;   /* the sender's, opaque to the kernel */
 	__u32 seq;

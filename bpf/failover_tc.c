@@ -10,11 +10,12 @@
  *   edgeft_ingress: record last-seen/counters for known peers, learn the
  *                   peer's plane choice from steered traffic and forget it
  *                   when the peer sends on its own plane again; answer the
- *                   agent probes of known peers (the reflector).
+ *                   agent probes and plane checks of known peers (the reflector).
  *
  * Both return TC_ACT_UNSPEC for anything they do not act on (other tc programs
- * still run) and never drop or modify a packet, except probe requests, which
- * ingress turns into replies and sends back (docs/datapath.md, docs/agent.md).
+ * still run) and never drop or modify a packet, except probe requests and
+ * checks, which ingress turns into replies and sends back (docs/datapath.md,
+ * docs/agent.md).
  */
 #include <uapi/linux/bpf.h>
 #include <uapi/linux/pkt_cls.h>
@@ -192,7 +193,8 @@ static __always_inline __u32 edgeft_probe_l4(struct __sk_buff *skb, __u32 family
 	return ETH_HLEN + 40;
 }
 
-/* EDGEFT_PROBE_REQUEST or _REPLY (with *l4 set), else 0: not a probe. */
+/* EDGEFT_PROBE_REQUEST, _REPLY, _CHECK or _CHECK_REPLY (with *l4 set), else 0:
+ * not a probe. */
 static __always_inline int edgeft_probe_kind(struct __sk_buff *skb, __u32 family, __u32 *l4)
 {
 	struct edgeft_udp_probe u;
@@ -206,6 +208,13 @@ static __always_inline int edgeft_probe_kind(struct __sk_buff *skb, __u32 family
 		return EDGEFT_PROBE_REQUEST;
 	if (u.probe.kind == bpf_htons(EDGEFT_PROBE_REPLY) && u.sport == bpf_htons(EDGEFT_PROBE_PORT))
 		return EDGEFT_PROBE_REPLY;
+	/* A check is answered on a drained plane too: its reply must be a
+	 * CHECK_REPLY, never a REPLY an agent could take for a live plane. */
+	if (u.probe.kind == bpf_htons(EDGEFT_PROBE_CHECK) && u.dport == bpf_htons(EDGEFT_PROBE_PORT) &&
+	    u.probe.kind_swap == bpf_htons(EDGEFT_PROBE_CHECK_REPLY))
+		return EDGEFT_PROBE_CHECK;
+	if (u.probe.kind == bpf_htons(EDGEFT_PROBE_CHECK_REPLY) && u.sport == bpf_htons(EDGEFT_PROBE_PORT))
+		return EDGEFT_PROBE_CHECK_REPLY;
 	return 0;
 }
 
@@ -393,8 +402,9 @@ int edgeft_ingress(struct __sk_buff *skb)
 	if (!st)
 		return TC_ACT_UNSPEC;
 
-	/* Probes: answer requests addressed to this host (not frames a bridge
-	 * flooded to us); replies go to the agent. Neither is counted or learned. */
+	/* Probes: answer requests and checks addressed to this host (not frames
+	 * a bridge flooded to us); replies go to the agent or the plane_check
+	 * module. None is counted or learned. */
 	__u32 l4;
 	int kind = edgeft_probe_kind(skb, p.family, &l4);
 
@@ -409,7 +419,17 @@ int edgeft_ingress(struct __sk_buff *skb)
 			return TC_ACT_UNSPEC;
 		return edgeft_reflect(skb, p.family, l4);
 	}
+	/* Checks are answered whatever the plane's flags: an operator proves a
+	 * drained plane works end to end before moving traffic back onto it. */
+	if (kind == EDGEFT_PROBE_CHECK && skb->pkt_type == EDGEFT_PACKET_HOST)
+		return edgeft_reflect(skb, p.family, l4);
 	if (kind)
+		return TC_ACT_UNSPEC;
+	/* Neighbour discovery is about one link, not traffic: it is not counted,
+	 * does not make the peer look active here (the kernel keeps neighbour
+	 * entries fresh on a drained plane too) and tells nothing about the
+	 * peer's choice of plane, since it is never steered. */
+	if (p.nd)
 		return TC_ACT_UNSPEC;
 
 	__u64 now = bpf_ktime_get_ns();
@@ -424,11 +444,8 @@ int edgeft_ingress(struct __sk_buff *skb)
 		c->rx_bytes += skb->len;
 	}
 
-	/*
-	 * Neighbour discovery is never steered, so it tells nothing about the
-	 * peer's choice; an identity address names no plane.
-	 */
-	if (p.nd || native >= EDGEFT_MAX_PLANES || (st->flags & EDGEFT_PEER_NO_LEARN))
+	/* An identity address names no plane. */
+	if (native >= EDGEFT_MAX_PLANES || (st->flags & EDGEFT_PEER_NO_LEARN))
 		return TC_ACT_UNSPEC;
 	if ((__s64)(now - st->changed_ns) < EDGEFT_LEARN_HOLD_NS)
 		return TC_ACT_UNSPEC;

@@ -68,6 +68,7 @@ def build_inventory(plan: FabricPlan, bpffs_root: Path) -> dict[str, Any]:
         children[group_name("plane", plane.name)] = _members([h.name for h in plan.hosts])
     for switch in plan.switches:
         children[group_name("switch", switch.name)] = _members(list(switch.hosts))
+    children["switches"] = {"hosts": {s.name: _switch_host(s) for s in plan.switches}}
 
     description = {
         "name": topology.name,
@@ -85,6 +86,25 @@ def build_inventory(plan: FabricPlan, bpffs_root: Path) -> dict[str, Any]:
 
 def _members(hosts: list[str]) -> dict[str, Any]:
     return {"hosts": {name: None for name in hosts}}
+
+
+def _switch_host(switch: Switch) -> dict[str, Any]:
+    """A switch as an inventory host of the maintenance playbooks (docs/maintenance.md).
+
+    Its tasks (the maintenance itself) run on the controller, where the lab's
+    fault tool powers the switch off and on; the hosts it serves are the
+    members of group switch_<name>.
+    """
+    doc: dict[str, Any] = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "edgeft_switch_role": switch.role,
+        "edgeft_switch_plane": switch.plane,
+    }
+    if switch.rack is not None:
+        doc["edgeft_switch_rack"] = f"r{switch.rack}"
+    doc["edgeft_lab_switch_netns"] = switch.netns
+    return doc
 
 
 def _describe_switch(switch: Switch) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import argparse
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from .errors import LabError
 from .lab import Lab
@@ -61,6 +62,8 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", help="destination address (default: the host's on --plane/--family)")
     parser.add_argument("--duration", type=_positive(float), default=5.0, help="seconds (default 5)")
     parser.add_argument("--json", action="store_true", help="the full result (with timeline) as JSON")
+    parser.add_argument("--stop-file", type=Path, metavar="PATH",
+                        help="stop as soon as PATH exists (--duration is then the longest run)")
 
 
 def run(lab: Lab, args: argparse.Namespace) -> int:
@@ -73,7 +76,11 @@ def run(lab: Lab, args: argparse.Namespace) -> int:
     else:
         stream = TcpStream(lab, args.src, args.dst, rate_bps=args.rate or None, reconnect=args.reconnect, **where)
     with stream:
-        time.sleep(args.duration)
+        deadline = time.monotonic() + args.duration
+        while time.monotonic() < deadline:
+            if args.stop_file is not None and args.stop_file.exists():
+                break
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
     result = stream.result()
     print(json.dumps(result.as_dict()) if args.json else result.summary())
     return 0

@@ -14,12 +14,24 @@ description:
     pinned edgeft maps. The egress programs then steer every known peer's
     traffic off a drained plane at once; the peers learn it from the first
     steered packet, so both directions move.
+  - Draining also routes every peer's address on the plane via another plane
+    (the agent's held table, rules added where missing), so the plane carries
+    nothing even when its switch is then powered off; undraining removes those
+    routes again.
   - Undraining moves the traffic back - the host sends on the plane again and
     each peer forgets what it learned from the first packet it receives there.
   - Refuses to drain the host's last usable plane unless O(force=true).
-  - Always reports every plane (flags, counters) and every peer (active
-    plane, planes it avoids, last-seen ages, addresses); O(state=query) only
-    reports.
+  - With O(peers), drains or undrains O(plane) for those peers only, e.g. the
+    hosts behind a switch in maintenance, and leaves the plane's own flag
+    alone - this host's traffic for each named peer leaves O(plane) (its down
+    bit for the plane is set, the active plane moves to the first other plane
+    that can carry it), and O(state=active) puts it back. A record in
+    O(state_dir) says which drains this module made, so an undrain only
+    clears a down bit it set; a bit that the failover agent or the data
+    path's learning had already set stays.
+  - Always reports every plane (flags, data path counters, the NIC's kernel
+    counters) and every peer (active plane, planes it avoids, last-seen ages,
+    addresses, per-peer drains); O(state=query) only reports.
 author:
   - edgeft maintainers (@edgeft)
 options:
@@ -63,23 +75,54 @@ options:
       - Drain O(plane) even when no other usable plane is left (every other
         plane is down or drained). Known peers' traffic then has nowhere to go
         and stays on the plane.
+      - With O(peers), mark O(plane) down even for a peer that has no other
+        plane left (no address on another usable plane, or all others down
+        for it); its traffic then stays on O(plane).
     type: bool
     default: false
+  peers:
+    description:
+      - Peers, by inventory host name (the names given to
+        M(edgeft.failover.peer_table)), to drain or undrain O(plane) for,
+        instead of the whole plane. The plane's own flag is not changed.
+      - With O(state=drained), this host's traffic to each named peer avoids
+        O(plane) - the peer's down bit for the plane is set (as a judgement,
+        which the peer's traffic cannot undo), and its active plane becomes the
+        first plane in plane order that is usable here, not down for the
+        peer and where the peer has an address. A peer with no such plane
+        fails the task, changing nothing for any peer, unless O(force=true).
+      - With O(state=active), the drains this module made for the named
+        peers on O(plane) are undone; a down bit that was already set before
+        the drain (by the agent or by learning) is left set. Peers not
+        drained by this module are not changed.
+      - Unknown names fail the task before anything changes. An empty list
+        changes nothing (it does not drain the whole plane).
+      - Only with O(state=drained) or O(state=active).
+      - In diff mode the diff shows the per-peer drains (plane name to peer
+        names) before and after, next to the planes' flags.
+    type: list
+    elements: str
   notify_peers:
     description:
       - After a change, send one ICMP echo request to every peer's address on
-        O(plane), so that peers with no traffic to or from this host learn
-        the change at once too.
+        O(plane) (with O(peers), to each peer whose traffic moved), so that
+        peers with no traffic to or from this host learn the change at once
+        too.
     type: bool
     default: true
   state_dir:
     description:
       - Directory of the records of M(edgeft.failover.peer_table) (peer
-        names, plane names), read to name what is reported.
+        names, plane names), read to name what is reported and to find the
+        peers of O(peers).
+      - The per-peer drains this module made are recorded there too, in
+        C(peer_drains.json) (one entry per O(pin_root)).
     type: path
     default: /var/lib/edgeft
 requirements:
   - root on the target
+  - pyroute2 on the target for the NIC counters (Debian package C(python3-pyroute2));
+    without it RV(planes[].nic) is null and a warning says why
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -106,6 +149,20 @@ EXAMPLES = r'''
     plane: a
     state: active
 
+- name: ToR tor-r1-a is drained - steer this host's traffic for r1h1 and r1h2 off plane a
+  edgeft.failover.plane_state:
+    pin_root: /sys/fs/bpf/edgeft
+    plane: a
+    peers: [r1h1, r1h2]
+    state: drained
+
+- name: Its maintenance is over - put that traffic back on plane a
+  edgeft.failover.plane_state:
+    pin_root: /sys/fs/bpf/edgeft
+    plane: a
+    peers: [r1h1, r1h2]
+    state: active
+
 - name: Show per-plane counters and per-peer state
   edgeft.failover.plane_state:
     pin_root: /sys/fs/bpf/edgeft
@@ -114,6 +171,21 @@ EXAMPLES = r'''
 - name: Fail if a peer has not been heard on plane b for a second
   ansible.builtin.assert:
     that: dp.peers | selectattr('last_seen_age_ms.b', 'gt', 1000) | list | length == 0
+
+- name: Query again a second later
+  edgeft.failover.plane_state:
+    pin_root: /sys/fs/bpf/edgeft
+  register: dp2
+
+- name: Packets per second received by each plane's NIC between the two reports
+  ansible.builtin.debug:
+    msg: >-
+      {{ item.0.name }}: {{ ((item.1.nic.rx_packets - item.0.nic.rx_packets) * 1e9
+      / (dp2.now_ns - dp.now_ns)) | round(1) }} pps
+  loop: "{{ dp.planes | zip(dp2.planes) | list }}"
+  loop_control:
+    label: "{{ item.0.name }}"
+  when: item.0.nic is not none and item.1.nic is not none
 '''
 
 RETURN = r'''
@@ -127,6 +199,38 @@ notified:
   returned: always
   type: int
   sample: 3
+held_routes:
+  description:
+    - When the plane's state changed, how many peer addresses on it were put into (drain) or
+      taken out of (undrain) the agent's held routing table, so that they are routed via
+      another plane while the plane is drained, also when its switch is powered off
+      (carrier loss). An undrain leaves them while the agent judges the plane down.
+  returned: always
+  type: int
+  sample: 6
+changed_peers:
+  description:
+    - With O(peers), the named peers whose per-peer drain changed (their
+      state in the maps or the module's record); empty otherwise.
+  returned: always
+  type: list
+  elements: str
+  sample: [r1h1]
+now_ns:
+  description:
+    - CLOCK_MONOTONIC time of the report in nanoseconds (the data path's
+      clock), to compute rates from the counters of two reports.
+  returned: always
+  type: int
+  sample: 81234567890123
+peer_drains:
+  description:
+    - The per-peer drains this module made (see O(peers)), as the peers
+      drained per plane name. Every reported plane is listed, with an empty
+      list when no peer is drained on it.
+  returned: always
+  type: dict
+  sample: {a: [r1h1, r1h2], b: []}
 planes:
   description:
     - Every configured or named plane, with its flags after the task and its
@@ -150,6 +254,19 @@ planes:
       counters: {tx_packets: 10, tx_bytes: 980, steered_packets: 52, steered_bytes: 5096,
                  steer_skipped: 0, steered_in_packets: 0, steered_in_bytes: 0,
                  rx_packets: 12, rx_bytes: 1176, learned: 0, unlearned: 1}
+      nic: {rx_packets: 1520, tx_packets: 1498, rx_bytes: 151200, tx_bytes: 149004,
+            rx_dropped: 0, tx_dropped: 0, rx_errors: 0, tx_errors: 0, carrier: true}
+  contains:
+    nic:
+      description:
+        - The plane NIC's kernel counters (C(IFLA_STATS64), all its traffic,
+          not only to known peers) C(rx_packets), C(tx_packets), C(rx_bytes),
+          C(tx_bytes), C(rx_dropped), C(tx_dropped), C(rx_errors),
+          C(tx_errors), and C(carrier) (bool).
+        - Null when the plane is not configured, its NIC is gone, or pyroute2
+          is missing.
+      returned: always
+      type: dict
 peers:
   description:
     - Every peer in the maps, by name (C(#<id>) when no record names it).
@@ -173,6 +290,13 @@ peers:
           a: {ipv4: 198.18.1.12, ipv6: "fd0e:d6ef:7a00:1::c"}
           b: {ipv4: 198.19.1.12, ipv6: "fd0e:d6ef:7b00:1::c"}
         identity: []
+      drained_planes: [a]
+  contains:
+    drained_planes:
+      description: The planes this module drained for the peer (see O(peers)).
+      returned: always
+      type: list
+      elements: str
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -192,6 +316,7 @@ def main():
             )),
             state=dict(type='str', choices=['drained', 'active', 'query'], default='query'),
             force=dict(type='bool', default=False),
+            peers=dict(type='list', elements='str'),
             notify_peers=dict(type='bool', default=True),
             state_dir=dict(type='path', default='/var/lib/edgeft'),
         ),

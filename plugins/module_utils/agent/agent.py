@@ -268,7 +268,10 @@ class Agent:
             prefixes = {(p["index"], f): net for p in self.plane_specs for f, net in p["prefixes"].items()}
             self.route_want = routes.desired(self.peers, self.plane_specs, prefixes)
             added, removed, errors = routes.reconcile(br["table"], self.route_want)
-            held = {k: v for k, v in self.route_want.items() if not self.planes[v[3]].judge.up}
+            # A drained plane's peer addresses are held too: plane_state put them there at the drain
+            # (drain_routes.py) and takes them out at the undrain.
+            held = {k: v for k, v in self.route_want.items()
+                    if not self.planes[v[3]].judge.up or self.planes[v[3]].flags & layout.PLANE_DRAINED}
             held_added, held_removed, held_errors = routes.reconcile(br["table"] + 1, held)
             errors += held_errors
         except iproute.IpCommandError as e:
@@ -537,7 +540,8 @@ class Agent:
             if state.judge.recover(now):
                 self.steer.set_plane_up(state.index, True)
                 state.flags |= layout.PLANE_UP
-                self.hold_routes(state.index, False)
+                if not state.flags & layout.PLANE_DRAINED:  # else the undrain releases them
+                    self.hold_routes(state.index, False)
                 state.failbacks += 1
                 self.totals["failbacks"] += 1
                 self._event(now, "failback", "plane", state.index, "%s stable for %d ms (hold-down %d ms)" % (

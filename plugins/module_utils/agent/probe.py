@@ -7,6 +7,11 @@ tc ingress program answers it in the kernel (swaps addresses, ports and the
 two kind halves), so a reply carries back our session, sequence number and
 send time untouched. tests/unit/bpf/test_probe_reflector.py compiles asserts of
 these values against the header.
+
+CHECK / CHECK_REPLY are the plane_check module's probes (module_utils/plane_check.py):
+reflected like a request, also on a drained plane. The agent never sends them
+and parse_reply() never accepts their replies, so a drained plane stays dead
+to the agent's judgement.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ PORT = 7531
 MAGIC = 0x65667470  # "eftp"
 REQUEST = 0x7271  # "rq"
 REPLY = 0x7270  # "rp"
+CHECK = 0x6371  # "cq"
+CHECK_REPLY = 0x6370  # "cp"
 
 # magic, kind, kind_swap, session, seq, sent_ns; network order throughout
 FORMAT = struct.Struct("!IHHIIQ")
@@ -33,9 +40,23 @@ def request(session, seq, sent_ns):
 
 def parse_reply(data):
     """(session, seq, sent_ns) of a reply payload, or None for anything else."""
+    return _parse(data, REPLY, REQUEST)
+
+
+def check_request(session, seq, sent_ns):
+    """The payload of a check request (answered on a drained plane too)."""
+    return FORMAT.pack(MAGIC, CHECK, CHECK_REPLY, session & 0xFFFFFFFF, seq & 0xFFFFFFFF, sent_ns)
+
+
+def parse_check_reply(data):
+    """(session, seq, sent_ns) of a check reply payload, or None for anything else."""
+    return _parse(data, CHECK_REPLY, CHECK)
+
+
+def _parse(data, kind_want, swap_want):
     if len(data) < SIZE:
         return None
     magic, kind, kind_swap, session, seq, sent_ns = FORMAT.unpack_from(data)
-    if magic != MAGIC or kind != REPLY or kind_swap != REQUEST:
+    if magic != MAGIC or kind != kind_want or kind_swap != swap_want:
         return None
     return session, seq, sent_ns

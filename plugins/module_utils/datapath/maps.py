@@ -317,15 +317,7 @@ class DatapathMaps:
         st = self.state.get(peer_id)
         if st is None:
             return None
-        return {
-            "v4": [addresses.v4_text(w) for w in st.v4],
-            "v6": [addresses.v6_text(a) for a in st.v6],
-            "active_plane": st.active_plane,
-            "down_planes": [p for p in range(layout.PLANE_SLOTS) if st.down_mask & (1 << p)],
-            "learned_planes": [p for p in range(layout.PLANE_SLOTS) if st.learned_mask & (1 << p)],
-            "flags": st.flags,
-            "changed_ns": st.changed_ns,
-        }
+        return peer_view(st)
 
     def delete_peer(self, peer_id: int) -> None:
         """Remove the peer's state, its addresses and its last-seen slots."""
@@ -392,6 +384,19 @@ class DatapathMaps:
         limit = bpfsys.map_info(self.state.fd).max_entries
         if not 0 <= peer_id < limit:
             raise ValueError("peer id %d out of range 0..%d (EDGEFT_MAX_PEERS)" % (peer_id, limit - 1))
+
+
+def peer_view(st) -> dict:
+    """A peer state value (layout.PeerState) as get_peer() returns it."""
+    return {
+        "v4": [addresses.v4_text(w) for w in st.v4],
+        "v6": [addresses.v6_text(a) for a in st.v6],
+        "active_plane": st.active_plane,
+        "down_planes": [p for p in range(layout.PLANE_SLOTS) if st.down_mask & (1 << p)],
+        "learned_planes": [p for p in range(layout.PLANE_SLOTS) if st.learned_mask & (1 << p)],
+        "flags": st.flags,
+        "changed_ns": st.changed_ns,
+    }
 
 
 def _set_next_hops(st, v4, v6) -> None:

@@ -4,6 +4,9 @@ A probe request from a known peer comes back as a reply: MACs, addresses,
 ports and the kind halves swapped, every checksum still valid (scapy recomputes
 them), the rest of the payload untouched, redirected out the same NIC. Anything
 that is not exactly a probe is left to the normal programs, unmodified.
+
+Checks (the plane_check module's probes) are handled the same way, except
+that a drained plane answers them too, where it ignores the agent's requests.
 """
 
 from __future__ import annotations
@@ -53,6 +56,15 @@ def reply_frame(family, plane=0):
 
 def _reply_payload():
     return probe.FORMAT.pack(probe.MAGIC, probe.REPLY, probe.REQUEST, SESSION, SEQ, SENT_NS)
+
+
+def _check_reply_payload():
+    return probe.FORMAT.pack(probe.MAGIC, probe.CHECK_REPLY, probe.CHECK, SESSION, SEQ, SENT_NS)
+
+
+def check_frame(family, plane=0, **kw):
+    """A check request from the peer's address on `plane` to ours, as it arrives here."""
+    return probe_frame(family, plane, payload=probe.check_request(SESSION, SEQ, SENT_NS), **kw)
 
 
 def checksums_valid(frame: bytes) -> bool:
@@ -229,7 +241,8 @@ def test_the_agent_mirror_matches_the_header():
     """probe.py's constants and field offsets, compiled as asserts against edgeft_maps.h."""
     bcc = import_bcc()
     lines = ["#include <uapi/linux/bpf.h>", '#include "edgeft_maps.h"']
-    for name, value in (("PORT", probe.PORT), ("MAGIC", probe.MAGIC), ("REQUEST", probe.REQUEST), ("REPLY", probe.REPLY)):
+    for name, value in (("PORT", probe.PORT), ("MAGIC", probe.MAGIC), ("REQUEST", probe.REQUEST), ("REPLY", probe.REPLY),
+                        ("CHECK", probe.CHECK), ("CHECK_REPLY", probe.CHECK_REPLY)):
         lines.append('_Static_assert(EDGEFT_PROBE_%s == %d, "probe.py %s");' % (name, value, name))
     lines.append('_Static_assert(sizeof(struct edgeft_probe) == %d, "probe.py SIZE");' % probe.SIZE)
     for field, offset, size in probe.FIELDS:
@@ -239,4 +252,118 @@ def test_the_agent_mirror_matches_the_header():
     b = bcc.BPF(text="\n".join(lines).encode(), cflags=["-I%s" % default_bpf_dir()])
     b.cleanup()
     text = open(os.path.join(default_bpf_dir(), "edgeft_maps.h")).read()
-    assert sorted(re.findall(r"#define EDGEFT_PROBE_(\w+)", text)) == ["MAGIC", "PORT", "REPLY", "REQUEST"]
+    assert sorted(re.findall(r"#define EDGEFT_PROBE_(\w+)", text)) == ["CHECK", "CHECK_REPLY", "MAGIC", "PORT", "REPLY", "REQUEST"]
+
+
+# ------------------------------------------------------------------ checks
+PLANE_FLAGS = pytest.mark.parametrize("up,drained", [(True, False), (True, True), (False, True)],
+                                      ids=["up", "drained", "down_and_drained"])
+
+
+@FAMILIES
+@PLANE_FLAGS
+def test_checks_are_answered_whatever_the_plane_flags(dp, family, up, drained):
+    """The operator's check of a plane under maintenance: reflected like a request
+    (same swap, checksums valid), also where the agent's requests go unanswered."""
+    add_peer(dp)
+    dp.maps.set_plane(0, 1000, up=up, drained=drained)
+    frame = check_frame(family)
+    assert checksums_valid(frame)
+    r = ingress(dp, frame)
+    assert r.retval == TC_ACT_REDIRECT
+    out, sent = Ether(r.data), Ether(frame)
+    assert (out.src, out.dst) == (sent.dst, sent.src)
+    ip_layer = IP if family == 4 else IPv6
+    assert (out[ip_layer].src, out[ip_layer].dst) == (sent[ip_layer].dst, sent[ip_layer].src)
+    assert (out[UDP].sport, out[UDP].dport) == (probe.PORT, 40000)
+    payload = bytes(out[UDP].payload)
+    assert payload == _check_reply_payload()
+    assert probe.parse_check_reply(payload) == (SESSION, SEQ, SENT_NS)
+    assert probe.parse_reply(payload) is None  # never an agent reply
+    assert len(r.data) == len(frame) and checksums_valid(r.data)
+    request = probe_frame(family)
+    r = ingress(dp, request)
+    if drained:  # the agent's request on the same plane, in the same state: ignored
+        assert (r.retval, r.data) == (TC_ACT_UNSPEC, request)
+    else:
+        assert r.retval == TC_ACT_REDIRECT
+
+
+@FAMILIES
+def test_checks_are_not_counted_seen_or_learned(dp, family):
+    """As test_probes_are_not_counted_seen_or_learned, with checks and check replies."""
+    add_peer(dp, active_plane=1, down_planes=[0])
+    st = dp.maps.state.get(P.PEER_ID)
+    st.learned_mask = 1
+    dp.maps.state.put(P.PEER_ID, st)
+    dp.maps.set_plane(1, 1001, up=True, drained=True)
+    before = snapshot(dp)
+    assert ingress(dp, check_frame(family, plane=0), plane=1).retval == TC_ACT_REDIRECT
+    reply_in = bytes(Ether(src=P.MAC_PEER, dst=MAC_HOST) / P.ip(family, P.PEER[family][0], P.LOCAL[family][0])
+                     / UDP(sport=probe.PORT, dport=40000) / _check_reply_payload())
+    r = ingress(dp, reply_in, plane=0)
+    assert (r.retval, r.data) == (TC_ACT_UNSPEC, reply_in)
+    assert snapshot(dp) == before
+
+
+@FAMILIES
+def test_checks_from_strangers_or_for_another_host_are_not_answered(dp, family):
+    add_peer(dp)
+    dp.maps.set_plane(0, 1000, up=True, drained=True)
+    for frame in (check_frame(family, src=P.STRANGER[family]), check_frame(family, mac_dst=P.MAC_LOCAL)):
+        r = ingress(dp, frame)
+        assert (r.retval, r.data) == (TC_ACT_UNSPEC, frame)
+
+
+@FAMILIES
+def test_near_checks_are_left_to_the_normal_ingress(dp, family):
+    """Only kind CHECK with kind_swap CHECK_REPLY is answered: the drain exemption
+    cannot be used to make a drained plane send an agent REPLY."""
+    add_peer(dp)
+    dp.maps.set_plane(0, 1000, up=True, drained=True)
+    cases = {
+        "check_swapping_to_reply": probe.FORMAT.pack(probe.MAGIC, probe.CHECK, probe.REPLY, SESSION, SEQ, SENT_NS),
+        "check_swapping_to_itself": probe.FORMAT.pack(probe.MAGIC, probe.CHECK, probe.CHECK, SESSION, SEQ, SENT_NS),
+        "check_reply_kind_to_probe_port": _check_reply_payload(),
+        "short_check": probe.check_request(SESSION, SEQ, SENT_NS)[:-1],
+    }
+    for kind, payload in cases.items():
+        frame = probe_frame(family, payload=payload)
+        dp.maps.clear_seen(P.PEER_ID)
+        r = ingress(dp, frame)
+        assert (r.retval, r.data) == (TC_ACT_UNSPEC, frame), kind
+        assert dp.maps.last_seen(P.PEER_ID)[0] > 0, "%s was not handled as traffic" % kind
+    other_port = bytes(Ether(src=P.MAC_PEER, dst=MAC_HOST) / P.ip(family, P.PEER[family][0], P.LOCAL[family][0])
+                       / UDP(sport=40000, dport=probe.PORT + 1) / probe.check_request(SESSION, SEQ, SENT_NS))
+    r = ingress(dp, other_port)
+    assert (r.retval, r.data) == (TC_ACT_UNSPEC, other_port)
+
+
+@FAMILIES
+def test_checks_leave_egress_unsteered(dp, family):
+    """The peer is steered off plane 0, plane 0 is down and drained here: our check
+    requests and the reflector's check replies still leave on plane 0, untouched."""
+    add_peer(dp, active_plane=1, down_planes=[0])
+    dp.maps.set_plane(0, 1000, up=False, drained=True)
+    assert prog_test_run(dp.fd(0, "egress"), P.to_peer(family, plane=0)).retval == TC_ACT_REDIRECT
+    dp.maps.clear_seen(P.PEER_ID)
+    before = dp.maps.plane_counters(0)
+    request = bytes(Ether(src=P.MAC_LOCAL, dst=P.MAC_PEER) / P.ip(family, P.LOCAL[family][0], P.PEER[family][0])
+                    / UDP(sport=40000, dport=probe.PORT) / probe.check_request(SESSION, SEQ, SENT_NS))
+    reply = bytes(Ether(src=P.MAC_LOCAL, dst=P.MAC_PEER) / P.ip(family, P.LOCAL[family][0], P.PEER[family][0])
+                  / UDP(sport=probe.PORT, dport=40000) / _check_reply_payload())
+    for frame in (request, reply):
+        r = prog_test_run(dp.fd(0, "egress"), frame)
+        assert (r.retval, r.data) == (TC_ACT_UNSPEC, frame)
+    assert dp.maps.plane_counters(0) == before
+    assert dp.maps.last_sent(P.PEER_ID) == [0, 0, 0, 0]
+
+
+def test_the_agent_and_the_check_never_take_each_others_replies():
+    reply, check_reply = _reply_payload(), _check_reply_payload()
+    assert probe.parse_reply(reply) == (SESSION, SEQ, SENT_NS) and probe.parse_check_reply(reply) is None
+    assert probe.parse_check_reply(check_reply) == (SESSION, SEQ, SENT_NS) and probe.parse_reply(check_reply) is None
+    # Requests are not replies, whatever their kind.
+    for payload in (probe.request(SESSION, SEQ, SENT_NS), probe.check_request(SESSION, SEQ, SENT_NS)):
+        assert probe.parse_reply(payload) is None and probe.parse_check_reply(payload) is None
+    assert probe.check_request(SESSION, SEQ, SENT_NS)[4:8] == bytes.fromhex("63716370")  # "cq", "cp"

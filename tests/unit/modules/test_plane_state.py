@@ -10,18 +10,24 @@ it back; the module runs in-process inside host 1.
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from unittest import mock
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bpf"))
 import hostlab as L  # noqa: E402
 
+from ansible_collections.edgeft.failover.plugins.module_utils import drain_routes  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.steer import Steering  # noqa: E402
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import MapHandle  # noqa: E402
 from ansible_collections.edgeft.failover.plugins.modules import peer_table, plane_state  # noqa: E402
 
 
@@ -50,18 +56,33 @@ def lab(tmp_path_factory):
         yield lab
 
 
-def fill(lab, h):
+def fill(lab, h, extra=()):
     r = L.run_module(peer_table.main, dict(pin_root=lab.pins[h], state_dir=lab.state_dirs[h], planes=L.PLANES,
-                                           peers=[L.peer_decl(OTHER[h])]), lab.ns[h])
+                                           peers=[L.peer_decl(OTHER[h])] + list(extra)), lab.ns[h])
     assert not r.get("failed"), r["msg"]
+
+
+def drain_record(lab, h=1):
+    """plane_state's per-peer drain record of host h, None when there is no file."""
+    try:
+        with open(os.path.join(lab.state_dirs[h], "peer_drains.json")) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
 
 
 @pytest.fixture
 def hosts(lab):
-    """Both peer tables filled, counters zero, planes up, nothing learned."""
+    """Both peer tables filled, counters zero, planes up, nothing learned, no per-peer drain recorded."""
     for h in (1, 2):
         lab.maps(h).clear()
         fill(lab, h)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(lab.state_dirs[h], "peer_drains.json"))
+        # Routes a drain put in the held table (drain_routes.py) outlive the maps' reset.
+        for family in ("-4", "-6"):
+            subprocess.run(["ip", "-n", lab.ns[h], family, "route", "flush", "table", str(drain_routes.TABLE + 1)],
+                           capture_output=True, check=False)
     for h in (1, 2):
         other = OTHER[h]
         lab.wait_resolved(h, [(L.ADDR[other][f][p], "fab%d" % p) for f in (4, 6) for p in (0, 1)])
@@ -206,8 +227,11 @@ def test_drain_moves_both_directions_and_undrain_moves_them_back(hosts, family):
     assert p.returncode == 0, p.stdout + p.stderr
     assert udp_roundtrip(hosts, family) == 5
     now = {h: {p: counters(hosts, h, p) for p in (0, 1)} for h in (1, 2)}
-    assert _delta(base, now, 1, 0, "steered_packets") >= 10 and _delta(base, now, 1, 1, "steered_in_packets") >= 10
-    assert _delta(base, now, 1, 0, "tx_packets") == 0  # nothing to host 2 left on plane a
+    # Host 1 routes its traffic for host 2's plane-a address via plane b (the held table,
+    # drain_routes.py), so nothing even reaches plane a's NIC to be steered there.
+    assert r["held_routes"] >= 1
+    assert _delta(base, now, 1, 0, "tx_packets") == 0 and _delta(base, now, 1, 0, "steered_packets") == 0
+    assert _delta(base, now, 1, 1, "tx_packets") >= 10
     assert _delta(base, now, 2, 0, "rx_packets") == 0 and _delta(base, now, 2, 1, "rx_packets") >= 10  # arrived on plane b
     assert _delta(base, now, 2, 0, "steered_packets") >= 5  # host 2's replies steered too
     assert _delta(base, now, 1, 0, "rx_packets") == 0 and _delta(base, now, 1, 1, "rx_packets") >= 5  # and arrived on plane b
@@ -258,3 +282,173 @@ def test_query_reports_ages_counters_and_names(hosts):
     assert 0 <= peer["last_seen_age_ms"]["b"] < 5000
     assert peer["addresses"]["planes"]["b"] == {"ipv4": "198.19.0.2", "ipv6": "fd00:edf7:b::2"}
     assert "diff" in r and r["diff"]["before"] == r["diff"]["after"]
+
+
+# --------------------------------------------------------- per-peer drain
+def routing(lab, h=1, peer_id=0):
+    p = lab.maps(h).get_peer(peer_id)
+    return p["active_plane"], p["down_planes"], p["learned_planes"], p["changed_ns"]
+
+
+def test_peer_drain_steers_one_peer_off_the_plane_and_back(hosts):
+    dst = L.ADDR[2][4][0]  # host 2's plane-a address
+    assert ping(hosts, 1, dst, count=2).returncode == 0
+    flags = [hosts.maps(1).get_plane(p) for p in (0, 1)]
+    t0 = time.monotonic_ns()
+    r = ok(state(hosts, "a", state="drained", peers=["h2"]))
+    assert r["changed"] and r["changed_peers"] == ["h2"] and r["plane"] == {"name": "a", "index": 0}
+    assert r["notified"] == 1
+    # Only this peer's traffic moves: the local plane's flags are untouched.
+    assert [hosts.maps(1).get_plane(p) for p in (0, 1)] == flags
+    assert [(p["name"], p["drained"], p["usable"]) for p in r["planes"]] == [("a", False, True), ("b", False, True)]
+    active, down, learned, changed_ns = routing(hosts)
+    assert (active, down, learned) == (1, [0], []) and changed_ns >= t0
+    assert r["peer_drains"] == {"a": ["h2"], "b": []} and r["peers"][0]["drained_planes"] == ["a"]
+    assert (r["peers"][0]["active_plane"], r["peers"][0]["down_planes"]) == ("b", ["a"])
+    assert r["diff"]["before"]["peer_drains"] == {"a": [], "b": []}
+    assert r["diff"]["after"]["peer_drains"] == {"a": ["h2"], "b": []}
+    assert r["diff"]["before"]["planes"] == r["diff"]["after"]["planes"]
+    assert drain_record(hosts)["hosts"][os.path.normpath(hosts.pins[1])] == {"h2": {"0": {"before": "clear"}}}
+    # Host 2 learned from the steered notification: it left plane a towards host 1.
+    assert wait_for(lambda: peer_state(hosts, 2)["down_planes"] == [0])
+
+    base = {h: {p: counters(hosts, h, p) for p in (0, 1)} for h in (1, 2)}
+    assert ping(hosts, 1, dst, count=5).returncode == 0
+    assert udp_roundtrip(hosts, 4) == 5
+    now = {h: {p: counters(hosts, h, p) for p in (0, 1)} for h in (1, 2)}
+    assert _delta(base, now, 1, 0, "steered_packets") >= 10 and _delta(base, now, 1, 1, "steered_in_packets") >= 10
+    assert _delta(base, now, 1, 0, "tx_packets") == 0
+    assert _delta(base, now, 2, 0, "rx_packets") == 0 and _delta(base, now, 2, 1, "rx_packets") >= 10
+    assert routing(hosts)[:3] == (1, [0], [])  # host 2's steered replies changed nothing here
+
+    r = ok(state(hosts, "a", state="drained", peers=["h2"]))
+    assert not r["changed"] and r["changed_peers"] == [] and r["notified"] == 0
+
+    time.sleep(layout.TUNABLES["EDGEFT_LEARN_HOLD_NS"] / 1e9)
+    t1 = time.monotonic_ns()
+    r = ok(state(hosts, "a", state="active", peers=["h2"]))
+    assert r["changed"] and r["changed_peers"] == ["h2"] and r["notified"] == 1
+    active, down, learned, changed_ns = routing(hosts)
+    assert (active, down, learned) == (0, [], []) and changed_ns >= t1  # stamped: the learning hold
+    assert r["peer_drains"] == {"a": [], "b": []} and r["peers"][0]["drained_planes"] == []
+    assert drain_record(hosts)["hosts"] == {}
+    # The notification arrives natively on plane a: host 2 forgets.
+    assert wait_for(lambda: peer_state(hosts, 2)["down_planes"] == [])
+    base = {h: {p: counters(hosts, h, p) for p in (0, 1)} for h in (1, 2)}
+    assert ping(hosts, 1, dst, count=5).returncode == 0
+    now = {h: {p: counters(hosts, h, p) for p in (0, 1)} for h in (1, 2)}
+    assert _delta(base, now, 1, 0, "tx_packets") >= 5 and _delta(base, now, 1, 0, "steered_packets") == 0
+    assert _delta(base, now, 2, 0, "rx_packets") >= 5 and _delta(base, now, 2, 1, "rx_packets") == 0
+    assert not ok(state(hosts, "a", state="active", peers=["h2"]))["changed"]
+
+
+@pytest.mark.parametrize("before", ["judged", "learned"])
+def test_peer_undrain_leaves_a_down_bit_it_did_not_set(hosts, before):
+    maps = hosts.maps(1)
+    if before == "judged":  # as the agent does when probes on plane a fail
+        Steering(maps, hosts.pins[1]).path_down(0, 0, [1])
+    else:  # as the data path does when host 2 steers onto plane b
+        st = maps.state.get(0)
+        st.down_mask, st.learned_mask, st.active_plane = 0b01, 0b01, 1
+        maps.state.put(0, st)
+    r = ok(state(hosts, "a", state="drained", peers=["h2"], notify_peers=False))
+    assert r["changed"] and r["changed_peers"] == ["h2"]
+    assert routing(hosts)[:3] == (1, [0], [])  # a learned bit became ours: no packet can undo it now
+    assert drain_record(hosts)["hosts"][os.path.normpath(hosts.pins[1])] == {"h2": {"0": {"before": before}}}
+    r = ok(state(hosts, "a", state="active", peers=["h2"], notify_peers=False))
+    assert r["changed"] and r["changed_peers"] == ["h2"] and r["peers"][0]["drained_planes"] == []
+    # Still down; a learned bit is learning's again (the peer's native traffic undoes it).
+    assert routing(hosts)[:3] == (1, [0], [0] if before == "learned" else [])
+    assert not ok(state(hosts, "a", state="active", peers=["h2"]))["changed"]
+
+
+def test_peer_drain_check_mode_changes_nothing(hosts):
+    r = ok(state(hosts, "a", state="drained", peers=["h2"], check=True))
+    assert r["changed"] and r["changed_peers"] == ["h2"] and r["notified"] == 0
+    assert (r["peers"][0]["active_plane"], r["peers"][0]["down_planes"], r["peers"][0]["drained_planes"]) == ("b", ["a"], ["a"])
+    assert r["peer_drains"]["a"] == ["h2"] and r["diff"]["after"]["peer_drains"]["a"] == ["h2"]
+    assert routing(hosts)[:3] == (0, [], []) and drain_record(hosts) is None
+    ok(state(hosts, "a", state="drained", peers=["h2"], notify_peers=False))
+    stamped = routing(hosts)
+    r = ok(state(hosts, "a", state="active", peers=["h2"], check=True))
+    assert r["changed"] and r["peers"][0]["down_planes"] == [] and r["peer_drains"]["a"] == []
+    assert routing(hosts) == stamped and drain_record(hosts)["hosts"] != {}
+
+
+def test_peer_drain_refuses_unknown_peers_and_query(hosts):
+    r = state(hosts, "a", state="drained", peers=["h2", "nope", "zz"])
+    assert r.get("failed") and r["msg"].startswith("peers: unknown peers 'nope', 'zz'"), r["msg"]
+    assert r["msg"].endswith("are: h2")
+    assert routing(hosts)[:3] == (0, [], []) and drain_record(hosts) is None
+    r = state(hosts, "a", state="active", peers=["nope"])
+    assert r.get("failed") and r["msg"].startswith("peers: unknown peer 'nope'")
+    r = state(hosts, peers=["h2"])
+    assert r.get("failed") and r["msg"] == "peers: only with state=drained or active"
+    r = ok(state(hosts, "a", state="drained", peers=[]))  # no peer: nothing, not the whole plane
+    assert not r["changed"] and not hosts.maps(1).get_plane(0)["drained"]
+
+
+def test_peer_drain_refuses_a_peer_left_without_a_plane(hosts, capsys):
+    h3 = {"name": "h3", "planes": [{"name": "a", "ipv4": "198.18.0.3/24"}, {"name": "b", "ipv4": "198.19.0.3/24"}]}
+    h4 = {"name": "h4", "planes": [{"name": "a", "ipv4": "198.18.0.4/24"}]}
+    fill(hosts, 1, extra=[h3, h4])
+    maps = hosts.maps(1)
+    Steering(maps, hosts.pins[1]).path_down(0, 1, [0])  # h2: plane b judged down
+    ids = ok(state(hosts))["peers"]
+    ids = {p["name"]: p["id"] for p in ids}
+    snapshot = {n: maps.get_peer(i) for n, i in ids.items()}
+    r = state(hosts, "a", state="drained", peers=["h3", "h2", "h4"])
+    assert r.get("failed"), r
+    assert r["msg"].startswith("force: steering traffic off plane 'a' would leave no plane for peers "
+                               "h2 (b: down for this peer), h4 (b: no address of the peer); nothing was changed")
+    assert {n: maps.get_peer(i) for n, i in ids.items()} == snapshot and drain_record(hosts) is None
+    # A plane drained here (the whole plane) is no target either.
+    ok(state(hosts, "b", state="drained", notify_peers=False))
+    r = state(hosts, "a", state="drained", peers=["h3"])
+    assert r.get("failed") and "h3 (b: drained here)" in r["msg"], r["msg"]
+    ok(state(hosts, "b", state="active", notify_peers=False))
+    r = ok(state(hosts, "a", state="drained", peers=["h3", "h4"], force=True, notify_peers=False))
+    assert r["changed_peers"] == ["h3", "h4"]
+    assert maps.get_peer(ids["h3"])["down_planes"] == [0] and maps.get_peer(ids["h3"])["active_plane"] == 1
+    assert maps.get_peer(ids["h4"])["down_planes"] == [0] and maps.get_peer(ids["h4"])["active_plane"] == 0
+    assert "no other plane for peer h4 (b: no address of the peer): the traffic stays on plane 'a'" in capsys.readouterr().err
+
+
+def test_peer_drain_rolls_back_when_a_write_fails(hosts):
+    h3 = {"name": "h3", "planes": [{"name": "a", "ipv4": "198.18.0.3/24"}, {"name": "b", "ipv4": "198.19.0.3/24"}]}
+    fill(hosts, 1, extra=[h3])
+    maps = hosts.maps(1)
+    snapshot = {i: maps.get_peer(i) for i in maps.peer_ids()}
+    real, writes = MapHandle.put, []
+
+    def put(self, key, value, flags=0):
+        if self.spec.name == "edgeft_state_v1":
+            writes.append(key)
+            if len(writes) == 2:
+                raise OSError(errno.EIO, "injected")
+        return real(self, key, value, flags)
+
+    with mock.patch.object(MapHandle, "put", put):
+        r = state(hosts, "a", state="drained", peers=["h2", "h3"])
+    assert r.get("failed") and "the 1 peer(s) written before it were restored, nothing changed" in r["msg"], r["msg"]
+    assert len(writes) == 3  # h2, h3 (failed), h2 back
+    assert {i: maps.get_peer(i) for i in maps.peer_ids()} == snapshot
+    assert drain_record(hosts)["hosts"] == {}
+
+
+def test_report_has_nic_counters_and_now_ns(hosts):
+    assert ping(hosts, 1, L.ADDR[2][4][0], count=2).returncode == 0
+    t0 = time.monotonic_ns()
+    r = ok(state(hosts))
+    t1 = time.monotonic_ns()
+    assert t0 <= r["now_ns"] <= t1
+    assert r["peer_drains"] == {"a": [], "b": []} and r["peers"][0]["drained_planes"] == []
+    a = r["planes"][0]["nic"]
+    assert set(a) == {"rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "rx_dropped", "tx_dropped",
+                      "rx_errors", "tx_errors", "carrier"}
+    assert a["carrier"] is True and a["tx_packets"] >= 2 and a["rx_packets"] >= 2 and a["tx_errors"] == 0
+    r2 = ok(state(hosts))
+    assert r2["now_ns"] > r["now_ns"] and r2["planes"][0]["nic"]["tx_packets"] >= a["tx_packets"]
+    hosts.maps(1).set_plane(1, 9999)  # plane b's NIC is gone
+    r = ok(state(hosts))
+    assert r["planes"][1]["nic"] is None and r["planes"][1]["interface"] is None and r["planes"][0]["nic"]

@@ -1,0 +1,71 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The switch maintenance filters (each documented in its own YAML file here).
+
+Thin: they turn Ansible's hostvars into plain data and call
+module_utils/maintenance, where the logic is tested without Ansible.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.edgeft.failover.plugins.module_utils.maintenance import guards, model, report, verify
+
+
+def _inventory(hostvars, groups) -> dict:
+    """The plain inventory the model needs: groups, and the edgeft vars of switches and fabric hosts."""
+    plain_groups = {name: list(members) for name, members in dict(groups).items()}
+    wanted = set(plain_groups.get(model.SWITCH_GROUP) or []) | set(plain_groups.get(model.FABRIC_GROUP) or [])
+    for switch in plain_groups.get(model.SWITCH_GROUP) or []:
+        # A switch's hosts group may hold hosts outside the fabric group: the model rejects them by name.
+        group = model.hosts_group(switch, {k: hostvars[switch].get(k) for k in model.SWITCH_VARS} if switch in hostvars else {})
+        wanted.update(plain_groups.get(group) or [])
+    plain_vars = {}
+    for host in wanted:
+        if host not in hostvars:
+            continue
+        hv = hostvars[host]
+        plain_vars[host] = {k: hv.get(k) for k in model.HOST_VARS + model.SWITCH_VARS if hv.get(k) is not None}
+    return {"groups": plain_groups, "hostvars": plain_vars}
+
+
+def maintenance_plan(targets, hostvars, groups, option="edgeft_switch"):
+    try:
+        inventory = _inventory(hostvars, groups)
+        plan = model.maintenance_plan(targets, inventory, option)
+        plan["conflicts"] = model.batch_conflicts([plan["plans"][s] for s in plan["switches"]])
+        return plan
+    except model.MaintenanceError as e:
+        raise AnsibleFilterError(str(e)) from None
+
+
+def maintenance_refusals(plan, reports, checks=None):
+    return guards.refusals(plan, dict(reports or {}), dict(checks or {}))
+
+
+def maintenance_verdict(plan, after, before=None, window_ms=0, phase="drained"):
+    if phase == "drained":
+        return verify.still_used(plan, dict(before or {}), dict(after or {}), int(window_ms))
+    if phase == "undrained":
+        return verify.leftovers(plan, dict(after or {}))
+    raise AnsibleFilterError("maintenance_verdict: phase must be drained or undrained, not %r" % (phase,))
+
+
+def maintenance_row(plan, before, after, drained_at=None, undrained_at=None, failures=None, status="done"):
+    return report.switch_row(plan, dict(before or {}), dict(after or {}), drained_at, undrained_at, failures, status)
+
+
+def maintenance_table(rows):
+    return report.render(list(rows or []))
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "maintenance_plan": maintenance_plan,
+            "maintenance_refusals": maintenance_refusals,
+            "maintenance_verdict": maintenance_verdict,
+            "maintenance_row": maintenance_row,
+            "maintenance_table": maintenance_table,
+        }
