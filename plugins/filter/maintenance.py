@@ -52,8 +52,9 @@ def maintenance_verdict(plan, after, before=None, window_ms=0, phase="drained"):
     raise AnsibleFilterError("maintenance_verdict: phase must be drained or undrained, not %r" % (phase,))
 
 
-def maintenance_row(plan, before, after, drained_at=None, undrained_at=None, failures=None, status="done"):
-    return report.switch_row(plan, dict(before or {}), dict(after or {}), drained_at, undrained_at, failures, status)
+def maintenance_row(plan, before, after, drained_at=None, undrained_at=None, failures=None, status="done", verified=None):
+    return report.switch_row(plan, dict(before or {}), dict(after or {}), drained_at, undrained_at, failures, status,
+                             dict(verified) if verified else None)
 
 
 def maintenance_table(rows):

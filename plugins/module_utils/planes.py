@@ -421,10 +421,14 @@ def plane_state(params, check_mode=False):
                     # peers' packets still steered away from it must not be learned.
                     maps.hold()
                 maps.set_plane_flags(index, after[index].flags)
-                held_routes = _drained_plane_routes(maps, after, index, state, warnings)
+                # The notification first: after an undrain it must reach the peers natively within
+                # the learning hold just set, or a packet they still steer teaches us the plane is
+                # down again and both sides keep echoing each other's steering. The routes
+                # (ip runs, tens of ms) follow.
                 if params.get("notify_peers", True):
                     notified, errors = notify_peers(maps, index)
                     warnings.extend(errors)
+                held_routes = _drained_plane_routes(maps, after, index, state, warnings)
         result = {
             "changed": changed,
             "plane": None if index is None else {"name": names[index], "index": index},

@@ -1,13 +1,15 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The maintenance report: one row per switch, from counters read before and after.
+"""The maintenance report: one row per switch, from counters read along the way.
 
-Packets lost (from counters) = packets edgeft had to steer but found no usable
-plane for (steer_skipped, every plane of every host involved) + packets the
-kernel dropped on the planes that carried the traffic meanwhile (NIC tx/rx
-drops of the backup planes). Drops on the drained plane's NIC are shown apart:
-while the switch is off the kernel's own packets to it (IPv6 neighbour and
-multicast chatter) count there, though no traffic of ours is on it.
+Packets lost (from counters): packets edgeft had to move off the switch's plane
+but found no plane for (steer_skipped, every plane of every host involved),
+counted from the end of the drain's verification to the end of the undrain -
+while the switch may be off, such a packet goes nowhere. (Counted from before
+the drain when the verification did not run.) Packets that found no plane
+during the drain itself still crossed a working switch; the verification
+fails on them, and they are reported apart. NIC drop counters are reported
+too, not counted as lost: they count any traffic on the NIC, ours or not.
 """
 
 from __future__ import annotations
@@ -23,16 +25,30 @@ def _delta(before, after, key):
     return max(0, (after.get(key) or 0) - (before.get(key) or 0))
 
 
-def switch_row(plan: dict, before: dict, after: dict, drained_at=None, undrained_at=None, failures=None, status="done") -> dict:
+def _skipped(hosts, before, after) -> int:
+    total = 0
+    for host in hosts:
+        pb, pa = _planes(before.get(host)), _planes(after.get(host))
+        for name, a in pa.items():
+            if name in pb:
+                total += _delta(pb[name].get("counters"), a.get("counters"), "steer_skipped")
+    return total
+
+
+def switch_row(plan: dict, before: dict, after: dict, drained_at=None, undrained_at=None, failures=None, status="done",
+               verified=None) -> dict:
     hosts = list(plan["hosts"]) + list(plan["peers"])
-    skipped = backup_drops = drained_drops = 0
+    if verified:
+        skipped, during_drain = _skipped(hosts, verified, after), _skipped(hosts, before, verified)
+    else:
+        skipped, during_drain = _skipped(hosts, before, after), 0
+    backup_drops = drained_drops = 0
     for host in hosts:
         pb, pa = _planes(before.get(host)), _planes(after.get(host))
         for name, a in pa.items():
             b = pb.get(name)
             if b is None:
                 continue
-            skipped += _delta(b.get("counters"), a.get("counters"), "steer_skipped")
             drops = sum(_delta(b.get("nic"), a.get("nic"), k) for k in ("tx_dropped", "rx_dropped"))
             if name == plan["plane"]:
                 drained_drops += drops
@@ -49,8 +65,9 @@ def switch_row(plan: dict, before: dict, after: dict, drained_at=None, undrained
         "hosts_steering": list(plan["peers"]),
         "hosts_affected": len(hosts),
         "drained_seconds": drained_s,
-        "lost_packets": skipped + backup_drops,
+        "lost_packets": skipped,
         "steer_skipped": skipped,
+        "unsteered_during_drain": during_drain,
         "backup_plane_drops": backup_drops,
         "drained_plane_drops": drained_drops,
         "status": status,

@@ -25,6 +25,14 @@ def _peer(report, name):
     return None
 
 
+def _skipped(before, after) -> int:
+    """steer_skipped packets between two reports of one host, every plane."""
+    if not before or not after:
+        return 0
+    b = {p.get("name"): p["counters"].get("steer_skipped", 0) for p in before.get("planes") or []}
+    return sum(max(0, p["counters"].get("steer_skipped", 0) - b.get(p.get("name"), 0)) for p in after.get("planes") or [])
+
+
 def still_used(plan: dict, before: dict, after: dict, window_ms: int) -> list:
     """Who still uses the drained plane; empty when the switch carries nothing of ours."""
     plane, out = plan["plane"], []
@@ -47,6 +55,10 @@ def still_used(plan: dict, before: dict, after: dict, window_ms: int) -> list:
             age = (peer.get("last_seen_age_ms") or {}).get(plane)
             if age is not None and age < window_ms:
                 out.append("%s: still receives from %s on plane %r (%d ms ago)" % (host, peer["name"], plane, age))
+    for host in plan["hosts"] + plan["peers"]:
+        skipped = _skipped(before.get(host), after.get(host))
+        if skipped:
+            out.append("%s: %d packets found no plane to move to and stayed on their own" % (host, skipped))
     for host in plan["peers"]:
         a = after.get(host)
         if a is None:

@@ -166,6 +166,23 @@ def test_verdict_names_hosts_and_peers_still_on_the_drained_plane(lab):
     assert verify.still_used(p, before, after, 2000) == []
 
 
+def test_verdict_names_packets_that_found_no_plane(lab):
+    p = model.switch_plan("tor-r1-a", lab)
+    before = _all(drained=("a",))
+    after = _all(drained=("a",), skipped=3)
+    for h in p["peers"]:
+        after[h] = _report(skipped=3, down={"r1h1": ["a"], "r1h2": ["a"]})
+    out = verify.still_used(p, before, after, 2000)
+    assert "r1h1: 6 packets found no plane to move to and stayed on their own" in out and len(out) == 4
+
+
+def test_report_counts_as_lost_only_what_found_no_plane_after_the_verification(lab):
+    p = model.switch_plan("tor-r1-a", lab)
+    before, verified, after = _all(), _all(skipped=1), _all(skipped=3)
+    row = report.switch_row(p, before, after, verified=verified)
+    assert (row["lost_packets"], row["unsteered_during_drain"]) == (4 * 2 * 2, 4 * 2 * 1)
+
+
 def test_undrain_verdict_names_leftovers(lab):
     p = model.switch_plan("tor-r1-a", lab)
     after = _all()
@@ -175,17 +192,18 @@ def test_undrain_verdict_names_leftovers(lab):
     assert verify.leftovers(p, _all()) == []
 
 
-def test_report_counts_skipped_packets_and_backup_drops_as_lost(lab):
+def test_report_counts_skipped_packets_as_lost_and_shows_nic_drops_apart(lab):
     p = model.switch_plan("tor-r1-a", lab)
     before = _all()
     after = _all(skipped=1)
     after["r1h1"]["planes"][1]["nic"] = {"tx_dropped": 2, "rx_dropped": 1}
     after["r1h1"]["planes"][0]["nic"] = {"tx_dropped": 5, "rx_dropped": 0}
     row = report.switch_row(p, before, after, 100.0, 112.34)
-    assert row["lost_packets"] == 2 * 4 + 3  # steer_skipped on both planes of 4 hosts + backup drops
-    assert row["drained_plane_drops"] == 5
+    assert row["lost_packets"] == row["steer_skipped"] == 2 * 4  # steer_skipped on both planes of 4 hosts
+    assert row["unsteered_during_drain"] == 0
+    assert (row["backup_plane_drops"], row["drained_plane_drops"]) == (3, 5)
     assert row["drained_seconds"] == 12.3 and row["hosts_affected"] == 4
     text = report.render([row, report.switch_row(p, before, before, status="refused", failures=["r1h1 down"])])
     assert text.splitlines()[0].split() == ["switch", "plane", "hosts", "drained", "s", "lost", "status"]
-    assert "2 switch(es), 11 packets lost (counters), 1 failed" in text
+    assert "2 switch(es), 8 packets lost (counters), 1 failed" in text
     assert "  tor-r1-a: r1h1 down" in text
