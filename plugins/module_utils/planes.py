@@ -416,19 +416,24 @@ def plane_state(params, check_mode=False):
             changed = after[index].flags != before[index].flags if index is not None else False
             notified = held_routes = 0
             if changed and not check_mode:
+                # The routes of a drained plane (drain_routes.py) go before an undrain and come
+                # after a drain, so at every moment our packets for a peer's address on the plane
+                # leave on one plane only, and the undrain's notification is the first thing the
+                # peers see from us natively: with the routes removed (ip runs, tens of ms) after
+                # it, packets still routed around the plane would teach the peers, once their
+                # learning hold is over, that we left it again, and both sides would keep echoing
+                # each other's steering.
                 if state == "active":
+                    held_routes = _drained_plane_routes(maps, after, index, state, warnings)
                     # Before the flag: from the moment the plane is usable again, the
                     # peers' packets still steered away from it must not be learned.
                     maps.hold()
                 maps.set_plane_flags(index, after[index].flags)
-                # The notification first: after an undrain it must reach the peers natively within
-                # the learning hold just set, or a packet they still steer teaches us the plane is
-                # down again and both sides keep echoing each other's steering. The routes
-                # (ip runs, tens of ms) follow.
                 if params.get("notify_peers", True):
                     notified, errors = notify_peers(maps, index)
                     warnings.extend(errors)
-                held_routes = _drained_plane_routes(maps, after, index, state, warnings)
+                if state == "drained":
+                    held_routes = _drained_plane_routes(maps, after, index, state, warnings)
         result = {
             "changed": changed,
             "plane": None if index is None else {"name": names[index], "index": index},
