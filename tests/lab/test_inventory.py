@@ -30,7 +30,16 @@ def test_default_inventory_groups_and_hostvars():
     assert list(groups) == [
         "fabric", "rack_r1", "rack_r2", "plane_a", "plane_b",
         "switch_tor_r1_a", "switch_tor_r2_a", "switch_spine_a", "switch_tor_r1_b", "switch_tor_r2_b", "switch_spine_b",
+        "switches",
     ]
+    # The switches themselves, as hosts of the maintenance playbooks (docs/maintenance.md).
+    assert list(groups["switches"]["hosts"]) == ["tor-r1-a", "tor-r2-a", "spine-a", "tor-r1-b", "tor-r2-b", "spine-b"]
+    assert groups["switches"]["hosts"]["tor-r2-b"] == {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "edgeft_switch_role": "tor", "edgeft_switch_plane": "b", "edgeft_switch_rack": "r2",
+        "edgeft_lab_switch_netns": "edgeft-tor-r2-b",
+    }
+    assert "edgeft_switch_rack" not in groups["switches"]["hosts"]["spine-a"]
     assert list(groups["fabric"]["hosts"]) == ["r1h1", "r1h2", "r2h1", "r2h2"]
     assert list(groups["rack_r2"]["hosts"]) == ["r2h1", "r2h2"]
     assert list(groups["switch_tor_r1_b"]["hosts"]) == ["r1h1", "r1h2"]
