@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import socket
 import struct
-import tempfile
 
+from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import (
@@ -123,15 +122,7 @@ class HostRecord:
         self.table = self._load().get("tables", {}).get(self.key, {})
 
     def _load(self):
-        try:
-            with open(self.path) as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as e:
-            raise OptionError("state_dir: cannot read %s: %s" % (self.path, e)) from None
-        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
-            raise OptionError("state_dir: %s is not a version %d edgeft peer table record" % (self.path, RECORD_VERSION))
+        data = jsonrecord.read(self.path, RECORD_VERSION, "peer table record", OptionError)
         return data
 
     @property
@@ -155,7 +146,7 @@ class HostRecord:
         }
         data = self._load() or {"version": RECORD_VERSION}
         data.setdefault("tables", {})[self.key] = table
-        _write_json(self.state_dir, self.path, data)
+        jsonrecord.write(self.state_dir, self.path, data)
         self.table = table
 
     @contextlib.contextmanager
@@ -178,22 +169,6 @@ class HostRecord:
             os.close(fd)
 
 
-def _write_json(state_dir, path, data) -> None:
-    """Atomically replace path (in state_dir) with data: a crash leaves the old or the new file."""
-    os.makedirs(state_dir, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=state_dir, prefix="." + os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 class DrainRecord:
     """The per-peer drains plane_state made, per host (keyed by pin root, like HostRecord).
 
@@ -212,15 +187,7 @@ class DrainRecord:
         self.drains = self._entry(self._load())
 
     def _load(self):
-        try:
-            with open(self.path) as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as e:
-            raise OptionError("state_dir: cannot read %s: %s" % (self.path, e)) from None
-        if not isinstance(data, dict) or data.get("version") != DRAIN_RECORD_VERSION:
-            raise OptionError("state_dir: %s is not a version %d edgeft peer drain record" % (self.path, DRAIN_RECORD_VERSION))
+        data = jsonrecord.read(self.path, DRAIN_RECORD_VERSION, "peer drain record", OptionError)
         return data
 
     def _entry(self, data) -> dict:
@@ -245,7 +212,7 @@ class DrainRecord:
             hosts[self.key] = drains
         else:
             hosts.pop(self.key, None)
-        _write_json(self.state_dir, self.path, data)
+        jsonrecord.write(self.state_dir, self.path, data)
         self.drains = drains
 
     @contextlib.contextmanager

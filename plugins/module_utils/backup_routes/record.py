@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-import tempfile
 
+from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.spec import OptionError
 
 STATE_FILE = "backup_routes.json"
@@ -40,15 +39,7 @@ class RouteRecord:
         self.entry = {}
 
     def _load(self):
-        try:
-            with open(self.path) as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as e:
-            raise OptionError("state_dir: cannot read %s: %s" % (self.path, e)) from None
-        if not isinstance(data, dict) or data.get("version") != VERSION:
-            raise OptionError("state_dir: %s is not a version %d edgeft backup_routes record" % (self.path, VERSION))
+        data = jsonrecord.read(self.path, VERSION, "backup_routes record", OptionError)
         return data
 
     @property
@@ -68,18 +59,7 @@ class RouteRecord:
             spaces[self.key] = entry
         else:
             spaces.pop(self.key, None)
-        os.makedirs(self.state_dir, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.state_dir, prefix="." + STATE_FILE)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        jsonrecord.write(self.state_dir, self.path, data)
         self.entry = entry
 
     @contextlib.contextmanager

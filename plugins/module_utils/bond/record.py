@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-import tempfile
 
+from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.bond.spec import OptionError
 
 STATE_FILE = "bond.json"
@@ -37,15 +36,7 @@ class BondRecord:
         self.bonds = {}
 
     def _load(self):
-        try:
-            with open(self.path) as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as e:
-            raise OptionError("state_dir: cannot read %s: %s" % (self.path, e)) from None
-        if not isinstance(data, dict) or data.get("version") != VERSION:
-            raise OptionError("state_dir: %s is not a version %d edgeft bond record" % (self.path, VERSION))
+        data = jsonrecord.read(self.path, VERSION, "bond record", OptionError)
         return data
 
     def entry(self, name) -> dict:
@@ -61,18 +52,7 @@ class BondRecord:
             bonds[name] = entry
         if not bonds:
             data["namespaces"].pop(self.key)
-        os.makedirs(self.state_dir, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.state_dir, prefix="." + STATE_FILE)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        jsonrecord.write(self.state_dir, self.path, data)
         self.bonds = dict(bonds)
 
     @contextlib.contextmanager

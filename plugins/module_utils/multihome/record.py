@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-import tempfile
 
+from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import OptionError
 
 DEFAULT_STATE_DIR = "/var/lib/edgeft"
@@ -58,15 +57,9 @@ class Record:
         self.path = os.path.join(self.state_dir, STATE_FILE)
 
     def load(self) -> dict:
-        try:
-            with open(self.path) as f:
-                data = json.load(f)
-        except FileNotFoundError:
+        data = jsonrecord.read(self.path, VERSION, "multihome record", OptionError)
+        if not data:
             return empty()
-        except (OSError, ValueError) as e:
-            raise OptionError("state_dir: cannot read %s: %s" % (self.path, e)) from None
-        if not isinstance(data, dict) or data.get("version") != VERSION:
-            raise OptionError("state_dir: %s is not a version %d edgeft multihome record" % (self.path, VERSION))
         out = empty()
         for key in ("interfaces", "sysctls"):
             out[key] = dict(data.get(key) or {})
@@ -80,18 +73,7 @@ class Record:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
             return
-        os.makedirs(self.state_dir, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.state_dir, prefix="." + STATE_FILE)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        jsonrecord.write(self.state_dir, self.path, data)
 
     @contextlib.contextmanager
     def locked(self):
