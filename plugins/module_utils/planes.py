@@ -122,8 +122,7 @@ class HostRecord:
         self.table = self._load().get("tables", {}).get(self.key, {})
 
     def _load(self):
-        data = jsonrecord.read(self.path, RECORD_VERSION, "peer table record", OptionError)
-        return data
+        return jsonrecord.read(self.path, RECORD_VERSION, "peer table record", OptionError)
 
     @property
     def peer_ids(self) -> dict:
@@ -187,8 +186,7 @@ class DrainRecord:
         self.drains = self._entry(self._load())
 
     def _load(self):
-        data = jsonrecord.read(self.path, DRAIN_RECORD_VERSION, "peer drain record", OptionError)
-        return data
+        return jsonrecord.read(self.path, DRAIN_RECORD_VERSION, "peer drain record", OptionError)
 
     def _entry(self, data) -> dict:
         entry = data.get("hosts", {}).get(self.key, {})

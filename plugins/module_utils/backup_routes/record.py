@@ -39,8 +39,7 @@ class RouteRecord:
         self.entry = {}
 
     def _load(self):
-        data = jsonrecord.read(self.path, VERSION, "backup_routes record", OptionError)
-        return data
+        return jsonrecord.read(self.path, VERSION, "backup_routes record", OptionError)
 
     @property
     def routes(self) -> list:

@@ -36,8 +36,7 @@ class BondRecord:
         self.bonds = {}
 
     def _load(self):
-        data = jsonrecord.read(self.path, VERSION, "bond record", OptionError)
-        return data
+        return jsonrecord.read(self.path, VERSION, "bond record", OptionError)
 
     def entry(self, name) -> dict:
         return dict(self.bonds.get(name, {}))

@@ -9,12 +9,7 @@ planes. Every refusal names the switch, the host, the plane and what to do.
 
 from __future__ import annotations
 
-
-def _plane(report: dict, name: str):
-    for p in report.get("planes") or []:
-        if p.get("name") == name:
-            return p
-    return None
+from ansible_collections.edgeft.failover.plugins.module_utils.maintenance.verify import plane_entry as _plane
 
 
 def _served_by(plan: dict, host: str, plane: str) -> str:

@@ -11,7 +11,8 @@ them. After an undrain nothing of the drain is left.
 from __future__ import annotations
 
 
-def _plane(report, name):
+def plane_entry(report, name):
+    """A plane_state report's entry of plane `name`, None without one."""
     for p in report.get("planes") or []:
         if p.get("name") == name:
             return p
@@ -42,7 +43,7 @@ def still_used(plan: dict, before: dict, after: dict, window_ms: int) -> list:
         if a is None or b is None:
             out.append("%s: no report (unreachable?)" % host)
             continue
-        pa, pb = _plane(a, plane), _plane(b, plane)
+        pa, pb = plane_entry(a, plane), plane_entry(b, plane)
         if pa is None or pb is None:
             out.append("%s: plane %r is missing from its report" % (host, plane))
             continue
@@ -84,7 +85,7 @@ def leftovers(plan: dict, after: dict) -> list:
         if a is None:
             out.append("%s: no report (unreachable?)" % host)
             continue
-        p = _plane(a, plane)
+        p = plane_entry(a, plane)
         if p is None or p.get("drained"):
             out.append("%s: plane %r is still drained" % (host, plane))
     for host in plan["peers"]:
