@@ -26,6 +26,8 @@ APT_PACKAGES=(
   # generate, ifquery, libnm's keyfile reader); nothing here starts a network service,
   # and neither tool acts on a machine without its own config files.
   netplan.io ifupdown gir1.2-nm-1.0 python3-gi
+  # The demo's timeline plot.
+  python3-matplotlib
 )
 
 apt_updated=0
@@ -89,6 +91,13 @@ if [[ "${want}" != "${have}" ]]; then
   echo "${want}" > "${VENV}/.edgeft-pins"
 fi
 
+# PyTorch for the demo's DDP workload, only on request (EDGEFT_WITH_TORCH=1: the test command,
+# and the demo with --workload ddp): a CPU build of about 900 MB, pinned in requirements-torch.txt.
+if [[ "${EDGEFT_WITH_TORCH:-0}" == 1 ]] && ! "${VENV}/bin/python" -c 'import torch' 2>/dev/null; then
+  log "installing PyTorch into ${VENV} (requirements-torch.txt)"
+  "${VENV}/bin/pip" install -q --disable-pip-version-check -r "${EDGEFT_ROOT}/requirements-torch.txt"
+fi
+
 # The collection, where ansible finds it as edgeft.failover.
 mkdir -p "${BUILD}/collections/ansible_collections/edgeft"
 ln -sfn "${EDGEFT_ROOT}" "${BUILD}/collections/ansible_collections/edgeft/failover"
@@ -97,4 +106,4 @@ export EDGEFT_ROOT
 export PATH="${VENV}/bin:${EDGEFT_ROOT}/bin:${PATH}"
 export ANSIBLE_COLLECTIONS_PATH="${BUILD}/collections"
 export ANSIBLE_CONFIG="${EDGEFT_ROOT}/ansible.cfg"
-export PYTHONPATH="${EDGEFT_ROOT}/lab${PYTHONPATH:+:${PYTHONPATH}}"
+export PYTHONPATH="${EDGEFT_ROOT}/lab:${EDGEFT_ROOT}/demo${PYTHONPATH:+:${PYTHONPATH}}"

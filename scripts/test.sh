@@ -5,6 +5,7 @@
 # Installs what it needs first (scripts/bootstrap.sh). Run as root.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export EDGEFT_WITH_TORCH=1  # the demo's DDP workload is tested too
 # shellcheck source=scripts/bootstrap.sh
 source "${here}/bootstrap.sh"
 cd "${EDGEFT_ROOT}"

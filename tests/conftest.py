@@ -12,9 +12,9 @@ import sys
 import warnings
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LAB = str(ROOT / 'lab')
-if LAB not in sys.path:
-    sys.path.insert(0, LAB)
+for _tree in ('lab', 'demo'):  # the lab and the demo are packages of the checkout, not installed
+    if str(ROOT / _tree) not in sys.path:
+        sys.path.insert(0, str(ROOT / _tree))
 
 
 def _collections_path():

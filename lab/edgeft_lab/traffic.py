@@ -155,12 +155,15 @@ class UdpStream(_Stream):
     def __init__(
         self, lab: Lab, src: str, dst: str, address: str | None = None, *, plane: str | None = None,
         family: int = 4, pps: int = 10_000, size: int = 64, source: str | None = None,
-        bind_any: bool = False, settle: float = 0.3,
+        bind_any: bool = False, settle: float = 0.3, gap_list_ms: float = 20.0,
     ) -> None:
         if pps < 1 or not traffic_udp.HEADER.size <= size <= 8192:
             raise LabError(f"need pps >= 1 and {traffic_udp.HEADER.size} <= size <= 8192 (got {pps}, {size})")
+        if gap_list_ms <= 0:
+            raise LabError(f"gap_list_ms must be positive, not {gap_list_ms}")
         super().__init__(lab, src, dst, address, plane, family, source, bind_any, settle)
         self.pps, self.size = pps, size
+        self.gap_list_ns = int(gap_list_ms * 1e6)
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "pps": self.pps, "size": self.size, "stream_id": os.urandom(8),
@@ -182,7 +185,7 @@ class UdpStream(_Stream):
         receiver = rx.finish()
         return analyze_udp(
             src=self.src, dst=self.dst, address=self.address, target_pps=self.pps, size=self.size,
-            sender=sender, receiver=receiver, marks=self._marks,
+            sender=sender, receiver=receiver, marks=self._marks, gap_list_ns=self.gap_list_ns,
         )
 
 

@@ -100,6 +100,21 @@ def count_sequences(sent: int, seqs: Sequence[int]) -> UdpCounts:
     return UdpCounts(sum(seen), duplicates, reordered, strays, run, first)
 
 
+def loss_runs(sent: int, seqs: Sequence[int], sends: Sequence[int], first_ns: int) -> list[list[float]]:
+    """Each run of lost sequence numbers as [ms from first_ns of the last packet sent before
+    the run, packets lost], in sequence order: when a fault began, and what it cost.
+    A run before the first arrival is dated first_ns. `sends` are the send times of `seqs`."""
+    sent_at = dict(zip(seqs, sends))  # a duplicate carries the same send time
+    runs, previous, previous_ns = [], -1, first_ns
+    for seq in sorted(s for s in sent_at if 0 <= s < sent):
+        if seq > previous + 1:
+            runs.append([_ms(previous_ns - first_ns), seq - previous - 1])
+        previous, previous_ns = seq, sent_at[seq]
+    if previous < sent - 1:
+        runs.append([_ms(previous_ns - first_ns), sent - 1 - previous])
+    return runs
+
+
 def _relative_marks(marks: dict[str, int], start: int) -> dict[str, float]:
     return {label: _ms(stamp - start) for label, stamp in marks.items()}
 
@@ -134,7 +149,7 @@ class UdpResult:
     socket_drops: int  # dropped by the receiving socket (receiver too slow), not by the network
     max_gap_ms: float  # longest time without an arrival, within [first send, last send]
     max_gap_at_ms: float
-    gaps: list[list[float]]  # every gap >= 20 ms: [began ms, length ms]
+    gaps: list[list[float]]  # every gap >= gap_list_ms (20 ms): [began ms, length ms]
     longest_loss_run: int  # consecutive sequence numbers lost
     longest_loss_run_first_seq: int | None
     latency_ms: dict[str, float]  # one-way: arrival - send timestamp
@@ -142,6 +157,8 @@ class UdpResult:
     timeline: list[int]  # packets received per bin
     bin_ms: float = BIN_NS / NS_PER_MS
     marks: dict[str, float] = field(default_factory=dict)
+    loss_runs: list[list[float]] = field(default_factory=list)  # see loss_runs()
+    gap_list_ms: float = GAP_LIST_NS / NS_PER_MS
 
     @property
     def loss_ratio(self) -> float:
@@ -168,9 +185,10 @@ class UdpResult:
 
 def analyze_udp(
     *, src: str, dst: str, address: str, target_pps: int, size: int, sender: dict[str, Any],
-    receiver: dict[str, Any], marks: dict[str, int],
+    receiver: dict[str, Any], marks: dict[str, int], gap_list_ns: int = GAP_LIST_NS,
 ) -> UdpResult:
-    """Combine the sender's and receiver's raw records into a UdpResult."""
+    """Combine the sender's and receiver's raw records into a UdpResult; gaps of at least
+    gap_list_ns are listed one by one."""
     sent, first, last = sender["sent"], sender["first_ns"], sender["last_ns"]
     seqs, sends, arrivals = receiver["seqs"], receiver["sends"], receiver["arrivals"]
     counts = count_sequences(sent, seqs)
@@ -194,7 +212,7 @@ def analyze_udp(
         socket_drops=receiver["socket_drops"],
         max_gap_ms=_ms(gap),
         max_gap_at_ms=_ms(gap_at - first),
-        gaps=gaps_over(arrivals, first, last),
+        gaps=gaps_over(arrivals, first, last, gap_list_ns),
         longest_loss_run=counts.longest_loss_run,
         longest_loss_run_first_seq=counts.longest_loss_run_first_seq,
         latency_ms={
@@ -205,6 +223,8 @@ def analyze_udp(
         rx_timestamps=receiver["timestamps"],
         timeline=timeline(arrivals, first, last),
         marks=_relative_marks(marks, first),
+        loss_runs=loss_runs(sent, seqs, sends, first),
+        gap_list_ms=_ms(gap_list_ns),
     )
 
 

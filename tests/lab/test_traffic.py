@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from edgeft_lab import Fault, Lab, LabError
 from edgeft_lab.traffic import TcpStream, UdpStream, check_lab_address, host_address
-from edgeft_lab.traffic_results import BIN_NS, count_sequences, gaps_over, max_gap, timeline
+from edgeft_lab.traffic_results import BIN_NS, count_sequences, gaps_over, loss_runs, max_gap, timeline
 from lab_helpers import needs_root
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +32,18 @@ def test_count_sequences_loss_duplicates_reordering():
     tail = count_sequences(5, [0, 1])  # losses at the end count too
     assert (tail.received, tail.longest_loss_run, tail.longest_loss_run_first_seq) == (2, 3, 2)
     assert count_sequences(3, [0, 1, 2]).longest_loss_run_first_seq is None
+
+
+def test_loss_runs_are_dated_by_the_last_packet_sent_before_them():
+    ms = 1_000_000
+    first = 5 * ms
+    # 0..9 sent a ms apart; 3-5 lost; 8-9 lost at the end; 7 arrived twice, 2 after 6.
+    seqs = [0, 1, 6, 2, 7, 7]
+    sends = [first + seq * ms for seq in seqs]
+    assert loss_runs(10, seqs, sends, first) == [[2.0, 3], [7.0, 2]]
+    assert loss_runs(4, [2, 3], [first + 2 * ms, first + 3 * ms], first) == [[0.0, 2]]  # before the first arrival
+    assert loss_runs(3, [], [], first) == [[0.0, 3]]
+    assert loss_runs(3, [0, 1, 2, 99], [first] * 4, first) == []  # a stray is not a loss
 
 
 def test_max_gap_counts_the_stream_bounds():
@@ -132,6 +144,8 @@ def test_link_down_mid_stream_shows_as_loss_gap_and_stall(healthy):
     assert u.received_between(u.marks["repair"] + 50) > 5_000  # traffic resumed after the repair
     assert u.lost == pytest.approx(u.longest_loss_run, abs=5)  # one outage, not scattered loss
     assert len(u.gaps) == 1 and u.gaps[0][1] == u.max_gap_ms
+    assert len(u.loss_runs) == 1 and u.loss_runs[0][1] == u.lost  # one run, dated at the fault
+    assert abs(u.loss_runs[0][0] - u.marks["fault"]) < 30
 
     assert 250 <= t.max_stall_ms < 1_500  # the outage plus TCP's retransmission backoff
     assert abs(t.max_stall_at_ms - t.marks["fault"]) < 30
