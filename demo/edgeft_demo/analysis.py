@@ -272,6 +272,13 @@ def longest_stall_ns(finish_ns: Iterable[int], start_ns: int, bound_ns: int) -> 
     return max(later - earlier for earlier, later in zip(points, points[1:]))
 
 
+def training_start_ns(run: Run, steps: Sequence[JobStep]) -> int:
+    """When the first job step began (t0 without steps)."""
+    if not steps:
+        return run.t0_ns
+    return int(steps[0].t_ns - steps[0].step_ms * NS_PER_MS)
+
+
 def longest_stall(steps: Sequence[JobStep], start_ns: int, end_ns: int) -> tuple[int, int]:
     """(length, start) of the job's longest stretch without a step finishing, over the whole
     run [start_ns, end_ns]: a stall that spans several phases is one stall."""
@@ -350,15 +357,17 @@ def verdict(finished: bool, stalled: bool, died: bool) -> str:
 
 
 def job_summary(run: Run, steps: Sequence[JobStep], baseline_ms: float, phases: Sequence[PhaseFigures]) -> JobSummary:
-    """The run's outcome. job_s runs from t0 to the last job step (finished) or to the end of
+    """The run's outcome. job_s runs from the start of the first step (the job's own start-up,
+    e.g. DDP's rendezvous, is not training) to the last job step (finished) or to the end of
     the run (not finished); healthy_s is what steps_total steps take at the baseline; time
     lost counts every job step, inside the fault phases or not."""
     finished = all_ranks_done(run)
     died = first_death(run)
-    job_s = (job_end_ns(run, steps) - run.t0_ns) / NS_PER_S
+    training_ns = training_start_ns(run, steps)
+    job_s = (job_end_ns(run, steps) - training_ns) / NS_PER_S
     healthy_s = baseline_ms * run.steps_total / 1000
     end_ns = job_end_ns(run, steps)
-    stall_ns, stall_began_ns = longest_stall(steps, run.t0_ns, end_ns)
+    stall_ns, stall_began_ns = longest_stall(steps, training_ns, end_ns)
     # The job usually stops between two faults' steps: name the first phase the stall overlaps.
     stall_phase = next((f.name for f in run.faults
                         if f.start_ns < stall_began_ns + stall_ns and f.end_ns > stall_began_ns), None)
@@ -379,6 +388,11 @@ def job_summary(run: Run, steps: Sequence[JobStep], baseline_ms: float, phases: 
         stall_phase=stall_phase if stall_ns > STALL_S * NS_PER_S else None,
         verdict=verdict(finished, stall_ns > STALL_S * NS_PER_S, died is not None),
     )
+
+
+def stall_where(job: JobSummary) -> str:
+    """Where the job's longest stall began, for people: "from 'silent'"."""
+    return f"from '{job.stall_phase}'" if job.stall_phase else "outside the fault phases"
 
 
 def analyze_run(run: Run) -> RunAnalysis:

@@ -3,6 +3,7 @@ step logs followed while it runs, and only its own processes ever signalled (by 
 
 from __future__ import annotations
 
+import math
 import signal
 import subprocess
 import time
@@ -60,7 +61,7 @@ class Job:
         return [str(VENV_PYTHON), str(WORKLOAD_DIR / "ddp_train.py"), "--rank", str(rank),
                 "--world", str(len(self.hosts)), "--master-addr", self.addresses[0],
                 "--master-port", str(spec.port), "--ifname", ifname, "--steps", str(spec.steps),
-                "--timeout-s", str(spec.timeout_s), "--log", log]
+                "--timeout-s", str(math.ceil(spec.timeout_s)), "--log", log]  # whole seconds there
 
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from edgeft_demo.analysis import NS_PER_S, RunAnalysis, is_delayed, job_steps, throughput
+from edgeft_demo.analysis import NS_PER_S, RunAnalysis, is_delayed, job_steps, stall_where, throughput
 from edgeft_demo.record import MODES, Run
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def column_title(analysis: RunAnalysis) -> str:
     if job.verdict == "finished":
         outcome = f"finished, largest step {job.largest_step_ms:.0f} ms"
     elif job.verdict == "stalled":
-        outcome = f"stalled {job.longest_stall_s:.1f} s from '{job.stall_phase}'"
+        outcome = f"stalled {job.longest_stall_s:.1f} s {stall_where(job)}"
     elif job.verdict == "died" and job.died is not None:
         outcome = f"died at step {job.died['step']} ({job.died['host']}: {job.died['kind']})"
     else:
@@ -165,12 +165,15 @@ def plot_timeline(runs: Sequence[Run], analyses: Sequence[RunAnalysis], path: Pa
     height_in = ROW_HEIGHT_IN * nrows + MARGIN_IN
     figure = plt.figure(figsize=(COLUMN_WIDTH_IN * ncols, height_in), dpi=DPI)
     try:
-        first_traffic, first_steps = _draw_columns(figure, pairs, hosts, colours)
+        # One time axis for every column, so the runs compare at a glance.
+        x_range = (min(0.0, *(_seconds(run, f.start_ns) for run in runs for f in run.faults)),
+                   max((_seconds(run, run.end_ns) for run in runs), default=1.0))
+        first_traffic, first_steps = _draw_columns(figure, pairs, hosts, colours, x_range)
         if first_traffic is not None:
             _set_traffic_limits(first_traffic, runs)
         if first_steps is not None:
             _set_step_limits(first_steps, pairs)
-        figure.suptitle(", ".join(sorted({run.workload for run in runs})) or "demo")
+        figure.suptitle(_figure_title(runs))
         handles = _legend_handles(colours)
         per_row = len(handles) if ncols > 1 else math.ceil(len(handles) / 2)
         figure.legend(handles=handles, loc="lower center", ncol=per_row, fontsize=8, frameon=False)
@@ -179,6 +182,17 @@ def plot_timeline(runs: Sequence[Run], analyses: Sequence[RunAnalysis], path: Pa
         _save_atomically(figure, path)
     finally:
         plt.close(figure)
+
+
+WORKLOAD_TITLES = {"ring": "ring all-reduce over TCP", "ddp": "PyTorch DDP (gloo, CPU)"}
+
+
+def _figure_title(runs: Sequence[Run]) -> str:
+    """What ran where: the workload(s), the hosts, and the faults of the schedule."""
+    workloads = ", ".join(WORKLOAD_TITLES.get(w, w) for w in sorted({run.workload for run in runs})) or "demo"
+    hosts = max((len(run.hosts) for run in runs), default=0)
+    what = next((f.what.split(" ")[0] for run in runs for f in run.faults), None)
+    return f"{workloads} on {hosts} hosts" + (f"; {what} fails" if what else "")
 
 
 def _set_traffic_limits(ax: Axes, runs: Sequence[Run]) -> None:
@@ -208,6 +222,7 @@ def _set_step_limits(ax: Axes, pairs: Sequence[tuple[Run, RunAnalysis]]) -> None
 
 def _draw_columns(
     figure: Any, pairs: Sequence[tuple[Run, RunAnalysis]], hosts: Sequence[str], colours: dict[str, str],
+    x_range: tuple[float, float],
 ) -> tuple[Axes | None, Axes | None]:
     """Lay out and draw every column; returns an axis of the shared throughput y and one of
     the shared step time y."""
@@ -226,11 +241,14 @@ def _draw_columns(
             else:
                 first_traffic = first_traffic or ax
             column.append(ax)
-        _draw_column(run, analysis, column, hosts, colours)
+        _draw_column(run, analysis, column, hosts, colours, x_range)
     return first_traffic, first_steps
 
 
-def _draw_column(run: Run, analysis: RunAnalysis, column: Sequence[Axes], hosts: Sequence[str], colours: dict[str, str]) -> None:
+def _draw_column(
+    run: Run, analysis: RunAnalysis, column: Sequence[Axes], hosts: Sequence[str], colours: dict[str, str],
+    x_range: tuple[float, float],
+) -> None:
     rows = dict(zip(hosts, column))
     _draw_throughput(run, rows, colours)
     for host, ax in rows.items():
@@ -239,7 +257,7 @@ def _draw_column(run: Run, analysis: RunAnalysis, column: Sequence[Axes], hosts:
     _draw_steps(run, analysis, column[-1])
     column[-1].tick_params(which="both", labelsize=7)
     _mark_phases(run, column)
-    column[0].set_xlim(min(0.0, *(_seconds(run, f.start_ns) for f in run.faults)), _seconds(run, run.end_ns))
+    column[0].set_xlim(*x_range)
     column[0].set_title(column_title(analysis), fontsize=10)
     for ax in column:
         ax.grid(True, linewidth=0.3, alpha=0.5)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from edgeft_demo.analysis import PhaseFigures, RunAnalysis
+from edgeft_demo.analysis import PhaseFigures, RunAnalysis, stall_where
 from edgeft_demo.record import MODES
 
 REPORT_FORMAT = 1
@@ -109,7 +109,7 @@ def result_line(analysis: RunAnalysis) -> str:
         delay = "" if job.delay_s is None else f", {job.delay_s:+.1f} s"
         line = f"{mode}: finished {steps} in {job.job_s:.1f} s (healthy {job.healthy_s:.1f} s{delay}); "
         if job.verdict == "stalled":
-            return line + f"stalled {job.longest_stall_s:.1f} s from '{job.stall_phase}'"
+            return line + f"stalled {job.longest_stall_s:.1f} s {stall_where(job)}"
         return line + f"largest step {job.largest_step_ms:.0f} ms"
     if job.verdict == "died" and job.died is not None:
         died = job.died

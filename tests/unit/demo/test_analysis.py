@@ -282,3 +282,38 @@ def test_throughput_of_every_host_and_plane(edgeft_run):
     during = [i for i, t in enumerate(plane_a.t_s) if 2.1 < t < 9.9]
     assert {plane_a.tx_mbps[i] for i in during} == {0.0}
     assert [series[1].tx_mbps[i] for i in during] == pytest.approx([800.0] * len(during))
+
+
+def test_start_up_before_the_first_step_is_not_a_stall(make_run, ms_from_t0):
+    # DDP's rendezvous: 5 s before step 1 begins; then 60 ms steps through the faults
+    run = make_run("edgeft", [60.0] * 200)
+    for rank in run.ranks:
+        for step in rank.steps:
+            step.t_ns += 5000 * 1_000_000
+        rank.end["t_ns"] += 5000 * 1_000_000
+    run.end_ns += 5000 * 1_000_000
+    job = analyze_run(run).job
+    assert job.verdict == "finished"
+    assert job.longest_stall_s < 0.1
+    assert job.job_s == pytest.approx(12.0, abs=0.01)  # from step 1's start, not from t0
+
+
+def test_retransmissions_from_the_sampled_counters_are_dated_by_the_samples(without_run, ms_from_t0):
+    # the step logs only see retransmissions when a step finishes; the samples see them when they happen
+    without_run.tcp_retrans = {
+        "r1h1": [[ms_from_t0(t), count] for t, count in ((0, 0), (1000, 0), (3000, 5), (7000, 9), (12000, 40))],
+        "r2h1": [[ms_from_t0(t), count] for t, count in ((0, 100), (3000, 101), (12000, 101))],
+    }
+    phases = {p.name: p for p in analyze_run(without_run).phases}
+    assert [phases[name].retrans for name in ("silent", "power-off", "power-on")] == [6, 4, 31]
+
+
+def test_stall_where():
+    from edgeft_demo.analysis import stall_where
+
+    class Job:
+        stall_phase = "silent"
+
+    assert stall_where(Job) == "from 'silent'"
+    Job.stall_phase = None
+    assert stall_where(Job) == "outside the fault phases"
