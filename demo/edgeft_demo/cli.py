@@ -34,7 +34,7 @@ DEFAULT_STEPS = {"ring": 500, "ddp": 300}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--workload", choices=WORKLOADS, default="ring",
                         help="ring: built-in ring all-reduce over TCP (default); ddp: PyTorch DDP, gloo, CPU")
     group = parser.add_mutually_exclusive_group()

@@ -207,8 +207,8 @@ def _set_step_limits(ax: Axes, pairs: Sequence[tuple[Run, RunAnalysis]]) -> None
     over a narrow range, label 2x and 5x ticks too so the axis still reads in ms."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    values = [s.step_ms for run, _ in pairs for s in job_steps(run) if s.step_ms > 0]
-    values += [a.job.delay_threshold_ms for _, a in pairs if a.job.baseline_ms > 0]
+    values = [s.step_ms for run, _analysis in pairs for s in job_steps(run) if s.step_ms > 0]
+    values += [a.job.delay_threshold_ms for _run, a in pairs if a.job.baseline_ms > 0]
     if not values:
         return
     low, high = min(values) / 1.3, max(values) * 1.3

@@ -76,7 +76,6 @@ def run_job(lab: Lab, mode: str, hosts: list[str], schedule: list[Phase], settin
     heartbeats = [UdpStream(lab, src, dst, plane=settings.plane, pps=settings.heartbeat_pps,
                             gap_list_ms=settings.heartbeat_gap_ms)
                   for src, dst in zip(hosts, hosts[1:] + hosts[:1])]
-    faults: list[Fault] = []
     with ExitStack() as cleanup:
         cleanup.callback(_repair_all, lab)
         sampler.start()
@@ -92,10 +91,10 @@ def run_job(lab: Lab, mode: str, hosts: list[str], schedule: list[Phase], settin
         ended = _follow(job, time.monotonic() + settings.tail_s, t0, phase_starts[-1][0].name, log)
         end_ns = time.monotonic_ns()
         if not ended:
-            log(f"the job has not ended {settings.tail_s:.0f} s after '{schedule[-1].name}': stopping it")
+            log(f"the job has not ended {settings.tail_s:.0f} s after '{phase_starts[-1][0].name}' began: stopping it")
         job.stop()
-        for (phase, start), (_, nxt) in zip(phase_starts, phase_starts[1:] + [(None, end_ns)]):
-            faults.append(Fault(phase.name, phase.kind, phase.what, start, nxt))
+        ends = [start for _phase, start in phase_starts[1:]] + [end_ns]
+        faults = [Fault(phase.name, phase.kind, phase.what, start, end) for (phase, start), end in zip(phase_starts, ends)]
         results = [stream.stop() for stream in heartbeats]
         counters = sampler.stop()
     return Run(

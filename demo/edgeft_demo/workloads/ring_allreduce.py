@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A training-like job: each step "computes" for --compute-ms, then all-reduces a gradient
 buffer over TCP with the ring algorithm NCCL and gloo use (reduce-scatter, then all-gather,
 each N-1 transfers of 1/N of the buffer to the right-hand neighbour). Every rank checks the
@@ -48,7 +47,7 @@ class JobError(Exception):
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--world", type=int, required=True)
     parser.add_argument("--addresses", required=True, help="every rank's address, comma-separated, in rank order")
@@ -210,7 +209,7 @@ def connect_ring(args: argparse.Namespace) -> Ring:
             time.sleep(0.1)
     listener.settimeout(max(0.1, deadline - time.monotonic()))
     try:
-        left, _ = listener.accept()
+        left = listener.accept()[0]
     except socket.timeout:
         raise JobError("timeout", f"rank {(args.rank - 1) % args.world} never connected") from None
     finally:

@@ -75,7 +75,7 @@ def counters(end_ms: float, plane_at: Callable[[float], "str | None"]) -> dict[s
 
 def heartbeat(src: str, dst: str, gaps: list[list[float]], loss_runs: list[list[float]]) -> Heartbeat:
     # Heartbeats start half a second before the job: their ms are from their own start.
-    lost = int(sum(count for _, count in loss_runs))
+    lost = int(sum(run[1] for run in loss_runs))
     return Heartbeat(src, dst, 100, at(-500), 1500, lost, 5.0, gaps, loss_runs)
 
 
