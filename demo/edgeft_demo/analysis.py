@@ -33,11 +33,14 @@ VERDICTS = ("finished", "stalled", "died", "hung")
 @dataclass
 class JobStep:
     """One step of the whole job: finished at t_ns (its slowest rank), took step_ms (the
-    longest any rank took)."""
+    longest any rank took); interval_ms since the job's previous step finished (the first
+    step: its step_ms). Ranks run a step apart, so one stall can make two consecutive steps
+    long on different ranks: wall-clock figures use the intervals, which never overlap."""
 
     step: int
     t_ns: int
     step_ms: float
+    interval_ms: float = 0.0
 
 
 @dataclass
@@ -131,10 +134,12 @@ def job_steps(run: Run) -> list[JobStep]:
         return []
     by_rank = [{s.step: s for s in rank.steps} for rank in run.ranks]
     common = set(by_rank[0]).intersection(*by_rank[1:])
-    steps = []
+    steps: list[JobStep] = []
     for number in sorted(common):
         per_rank = [steps_of_rank[number] for steps_of_rank in by_rank]
-        steps.append(JobStep(number, max(s.t_ns for s in per_rank), max(s.step_ms for s in per_rank)))
+        t_ns, step_ms = max(s.t_ns for s in per_rank), max(s.step_ms for s in per_rank)
+        interval_ms = (t_ns - steps[-1].t_ns) / NS_PER_MS if steps else step_ms
+        steps.append(JobStep(number, t_ns, step_ms, interval_ms))
     return steps
 
 
@@ -156,8 +161,9 @@ def is_delayed(step_ms: float, baseline_ms: float) -> bool:
 
 
 def time_lost_s(steps: Iterable[JobStep], baseline_ms: float) -> float:
-    """Seconds the steps took beyond the baseline (faster steps do not make up for slow ones)."""
-    return sum(max(0.0, s.step_ms - baseline_ms) for s in steps) / 1000
+    """Wall-clock seconds the steps took beyond the baseline, from the intervals between job
+    steps (faster steps do not make up for slow ones)."""
+    return sum(max(0.0, s.interval_ms - baseline_ms) for s in steps) / 1000
 
 
 # --- per phase ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from edgeft_demo.analysis import (
     plane_throughput,
     throughput,
 )
-from edgeft_demo.record import Fault, Run
+from edgeft_demo.record import Fault, Rank, Run, Step
 
 S = 1_000_000_000
 
@@ -317,3 +317,17 @@ def test_stall_where():
     assert stall_where(Job) == "from 'silent'"
     Job.stall_phase = None
     assert stall_where(Job) == "outside the fault phases"
+
+
+def test_one_stall_seen_by_two_ranks_in_two_steps_is_lost_once(make_run, ms_from_t0):
+    run = make_run("without-edgeft", [60.0] * 10)
+    # rank 0 finishes step 5 at 300 ms then waits 8 s in step 6; rank 1 waited those 8 s in step 5
+    fast = [Step(n, ms_from_t0(60 * n), 60.0) for n in range(1, 6)] + [Step(6, ms_from_t0(8360), 8060.0)]
+    slow = [Step(n, ms_from_t0(60 * n), 60.0) for n in range(1, 5)] + [
+        Step(5, ms_from_t0(8300), 8060.0), Step(6, ms_from_t0(8360), 60.0)]
+    run.ranks = [Rank(0, "r1h1", "a0", fast, {"event": "done", "t_ns": ms_from_t0(8360)}),
+                 Rank(1, "r1h2", "a1", slow, {"event": "done", "t_ns": ms_from_t0(8360)})]
+    steps = job_steps(run)
+    assert [s.step_ms for s in steps][-2:] == [8060.0, 8060.0]  # both steps were slow for some rank
+    assert [round(s.interval_ms) for s in steps] == [60, 60, 60, 60, 8060, 60]
+    assert analyze_run(run).job.time_lost_s == pytest.approx(8.0, abs=0.01)  # but 8 s were lost, not 16
