@@ -23,7 +23,7 @@ resets       ranks whose connection was reset in the phase (the rank died)
 delayed      job steps finishing in the phase slower than max(2 x baseline, baseline + 50 ms) / all
              job steps finishing there (a job step is as slow as its slowest rank)
 largest ms   the slowest job step finishing in the phase
-time lost s  sum over those steps of (step time - baseline)
+time lost s  wall-clock time between the job steps finishing in the phase, beyond the baseline
 stalled      longest stretch without any job step finishing, when over 1 s\
 """
 
