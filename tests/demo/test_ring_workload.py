@@ -73,6 +73,13 @@ def finish(procs: list[subprocess.Popen], timeout: float = 60) -> list[int]:
         kill_all(procs)
 
 
+def wait_for_a_step(log: Path, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(r["event"] == "step" for r in steplog.read(str(log))):
+        assert time.monotonic() < deadline, "the ring never made a step"
+        time.sleep(0.05)
+
+
 def test_chunks_are_whole_lanes_covering_the_buffer():
     bounds = ring.chunk_bounds(40, 3)  # 10 lanes: 4, 3, 3
     assert bounds == [(0, 16), (16, 28), (28, 40)]
@@ -107,10 +114,7 @@ def test_four_ranks_all_reduce_with_verified_sums(netns, tmp_path):
 def test_a_killed_rank_resets_its_neighbours(netns, tmp_path):
     procs = start_ranks(netns, tmp_path, 3, "--steps", "100000", "--compute-ms", "5", "--size-kb", "48")
     try:
-        deadline = time.monotonic() + 20
-        while not any(r["event"] == "step" for r in steplog.read(str(tmp_path / "rank-1.jsonl"))):
-            assert time.monotonic() < deadline, "the ring never made a step"
-            time.sleep(0.05)
+        wait_for_a_step(tmp_path / "rank-1.jsonl")
         procs[1].send_signal(signal.SIGKILL)
         codes = finish(procs, timeout=30)
     finally:
@@ -124,10 +128,7 @@ def test_a_stopped_rank_times_the_job_out(netns, tmp_path):
     procs = start_ranks(netns, tmp_path, 3, "--steps", "100000", "--compute-ms", "5", "--size-kb", "48",
                         "--timeout-s", "2")
     try:
-        deadline = time.monotonic() + 20
-        while not any(r["event"] == "step" for r in steplog.read(str(tmp_path / "rank-2.jsonl"))):
-            assert time.monotonic() < deadline, "the ring never made a step"
-            time.sleep(0.05)
+        wait_for_a_step(tmp_path / "rank-2.jsonl")
         procs[2].send_signal(signal.SIGSTOP)
         deadline = time.monotonic() + 15
         while procs[0].poll() is None or procs[1].poll() is None:
