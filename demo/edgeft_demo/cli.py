@@ -31,6 +31,7 @@ PROG = "edgeft-demo"
 LAB_NAME = "demo"
 # Healthy step times on the 2-core reference machine: ring ~51 ms, ddp ~95 ms (docs/demo.md).
 DEFAULT_STEPS = {"ring": 500, "ddp": 300}
+WARMUP_STEPS = 40  # healthy steps before the first fault: the baseline
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if args.steps is not None and args.steps < 1:
-        parser.error(f"--steps must be at least 1, not {args.steps}")
+    if args.steps is not None and args.steps <= WARMUP_STEPS:
+        parser.error(f"--steps must be more than {WARMUP_STEPS} (the healthy steps before the first fault), not {args.steps}")
     for option in ("silent_s", "off_s", "tail_s", "timeout_s"):
         if getattr(args, option) <= 0:
             parser.error(f"--{option.replace('_', '-')} must be positive, not {getattr(args, option)}")
@@ -88,9 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_args(parser, args)
     log = Progress()
-    out = args.out or REPO / ".build" / "demo" / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out.mkdir(parents=True, exist_ok=True)
-    lab = Lab("default", name=args.name, log=log)
+    try:
+        lab = Lab("default", name=args.name, log=log)
+    except LabError as e:
+        parser.error(f"--name: {e}")
     switch = args.switch or tor_name(1, "a")
     try:
         lab.plan.switch(switch)
@@ -99,8 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     if lab.is_up():
         parser.error(f"lab {args.name} is already up (another demo running?); if not: "
                      f"bin/edgeft-lab --name {args.name} down, or choose another --name")
+    out = args.out or REPO / ".build" / "demo" / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        parser.error(f"--out: cannot create {out}: {e}")
     spec = JobSpec(workload=args.workload, steps=args.steps or DEFAULT_STEPS[args.workload], timeout_s=args.timeout_s)
-    settings = RunSettings(job=spec, tail_s=args.tail_s)
+    settings = RunSettings(job=spec, tail_s=args.tail_s, warmup_steps=WARMUP_STEPS)
     schedule = tor_failure(switch, args.silent_s, args.off_s)
     hosts = [h.name for h in lab.plan.hosts]
     runs: list[Run] = []

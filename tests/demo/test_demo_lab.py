@@ -15,6 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
+from edgeft_lab import Lab  # noqa: E402
 from lab_helpers import assert_nothing_left, needs_root, unique_name  # noqa: E402
 
 SILENT_S = OFF_S = 4.0
@@ -75,3 +76,36 @@ def test_the_pytorch_ddp_job_completes_every_step_through_the_faults_with_edgeft
     assert job["longest_stall_s"] < 1.0
     assert all(p["resets"] == 0 for p in runs["edgeft"]["phases"])
     assert f"largest step {job['largest_step_ms']:.0f} ms" in text  # the largest step-time stall, printed
+
+
+@needs_root
+@pytest.mark.parametrize("args, option", [
+    (["--steps", "40"], "--steps"),
+    (["--switch", "tor-r9-z"], "--switch"),
+    (["--name", "Not A Name!"], "--name"),
+    (["--silent-s", "0"], "--silent-s"),
+    (["--workload", "mpi"], "--workload"),
+    (["--without-edgeft", "--edgeft-only"], "--edgeft-only"),
+])
+def test_bad_options_are_refused_before_any_lab_exists(tmp_path, args, option):
+    out = tmp_path / "out"
+    proc = subprocess.run([str(REPO / "bin" / "edgeft-demo"), "--name", unique_name(), "--out", str(out), *args],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert option in proc.stderr
+    assert not out.exists()
+
+
+@needs_root
+def test_a_lab_of_that_name_already_up_is_left_alone(tmp_path):
+    name = unique_name()
+    lab = Lab("default", name=name)
+    lab.up()
+    try:
+        proc = subprocess.run([str(REPO / "bin" / "edgeft-demo"), "--name", name, "--out", str(tmp_path / "out")],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60, check=False)
+        assert proc.returncode == 2 and "already up" in proc.stderr
+        assert lab.is_up()  # not taken down by the refused demo
+    finally:
+        lab.down()
+    assert_nothing_left(name)
