@@ -208,7 +208,7 @@ def end_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:  # returns only for usage errors
     args = parse_args(argv)
     # Default dispositions: the kernel ends the process at once, even while the main thread
     # waits inside gloo, where a Python handler would not run until the collective returns.
@@ -236,9 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if kind == "other":  # not a network failure: the traceback shows where
             traceback.print_exc()
     log.close()
-    if code != steplog.EXIT_OK:
-        end_now(code)
-    return code
+    # Also after success: C++ teardown of the process group's threads at interpreter exit
+    # can abort ("terminate called without an active exception") once the log is complete.
+    end_now(code)
 
 
 if __name__ == "__main__":
