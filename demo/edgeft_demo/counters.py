@@ -11,6 +11,8 @@ from contextlib import ExitStack
 from edgeft_lab import Lab
 from edgeft_lab.netns import run_in
 
+from .workloads.steplog import retransmitted_segments
+
 
 class CounterSampler:
     """Samples tx/rx bytes of each host's plane NICs and its RetransSegs every `sample_ms`.
@@ -66,11 +68,7 @@ class CounterSampler:
     def _retransmitted(self, host: str) -> int | None:
         snmp = self._snmp[host]
         snmp.seek(0)
-        rows = [line.split() for line in snmp if line.startswith("Tcp:")]
-        try:
-            return int(rows[1][rows[0].index("RetransSegs")])
-        except (IndexError, ValueError):
-            return None
+        return retransmitted_segments(snmp)
 
     def stop(self) -> dict[str, dict[str, list[list[int]]]]:
         self._stop.set()

@@ -268,19 +268,12 @@ def main(argv: list[str]) -> int:
     try:
         train(args, log)
     except JobError as e:
-        step = _last_step(args.log) + 1
         print(f"ring_allreduce: rank {args.rank}: {e.kind}: {e}", file=sys.stderr)
-        return log.error(e.kind, str(e), step)
+        return log.error(e.kind, str(e), log.last_step + 1)
     except OSError as e:
-        return log.error("other", str(e), _last_step(args.log) + 1)
+        return log.error("other", str(e), log.last_step + 1)
     log.done(args.steps)
     return EXIT_OK
-
-
-def _last_step(path: str) -> int:
-    from steplog import read
-
-    return max((r["step"] for r in read(path) if r["event"] == "step"), default=0)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable
 from typing import Any
 
 # Exit codes of a workload, by how it ended.
@@ -31,6 +32,7 @@ ERROR_KINDS = {"reset": EXIT_RESET, "timeout": EXIT_TIMEOUT, "other": EXIT_ERROR
 class StepLog:
     def __init__(self, path: str, rank: int, world: int, workload: str) -> None:
         self.rank, self.world, self.workload = rank, world, workload
+        self.last_step = 0  # the last step logged: a failure is in the one after it
         self._file = open(path, "a", buffering=1)  # line-buffered: every record lands at once
 
     def _write(self, event: str, **fields: Any) -> None:
@@ -42,6 +44,7 @@ class StepLog:
 
     def step(self, step: int, step_ms: float, retrans: int | None = None) -> None:
         self._write("step", step=step, step_ms=round(step_ms, 3), retrans=retrans)
+        self.last_step = step
 
     def done(self, steps: int) -> None:
         self._write("done", steps=steps)
@@ -63,9 +66,17 @@ def tcp_retransmits() -> int | None:
     what the job's connections lost, whatever library owns the sockets."""
     try:
         with open("/proc/net/snmp") as f:
-            rows = [line.split() for line in f if line.startswith("Tcp:")]
+            return retransmitted_segments(f)
+    except OSError:
+        return None
+
+
+def retransmitted_segments(snmp_lines: Iterable[str]) -> int | None:
+    """RetransSegs from the lines of a /proc/net/snmp file (a "Tcp:" header line, then values)."""
+    rows = [line.split() for line in snmp_lines if line.startswith("Tcp:")]
+    try:
         return int(rows[1][rows[0].index("RetransSegs")])
-    except (OSError, IndexError, ValueError):
+    except (IndexError, ValueError):
         return None
 
 
