@@ -21,7 +21,7 @@ from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
 from . import netns
-from .plan import Endpoint, FabricPlan, Host, Link, Route, Switch
+from .plan import Endpoint, FabricPlan, Host, Link, Route, Switch, is_vm_cable
 
 # Addresses usable at once (no DAD), no autoconfiguration from stray RAs, and IPv6
 # addresses kept when a link fault sets an interface down (IPv4 keeps them anyway).
@@ -76,7 +76,7 @@ def build(plan: FabricPlan, intend_namespace: Callable[[str], None]) -> None:
 def wait_ready(plan: FabricPlan, sockets: dict[str, IPRoute], timeout: float = READY_TIMEOUT) -> None:
     """Return once the fabric is usable: host NICs and routed switch interfaces operationally
     UP, and no address still tentative (the kernel finishes address setup asynchronously)."""
-    must_be_up = {h.netns: {p.ifname for p in h.ports} for h in plan.hosts}
+    must_be_up = {h.netns: {p.ifname for p in h.ports} for h in plan.hosts if h.netns}
     for switch in plan.switches:
         if switch.routed:
             must_be_up[switch.netns] = set(switch.ports) | {b.name for b in switch.bridges}
@@ -99,9 +99,13 @@ class _FabricWriter:
         self.plan = plan
         self.sockets = sockets
         self.mtu = plan.topology.mtu
+        # A VM's cables are taps its qemu opens later (edgeft_lab.vm); the switch ports wait for them.
+        self.vm_ports = {(link.b.netns, link.b.ifname) for link in plan.vm_links}
 
     def write(self) -> None:
         for number, link in enumerate(self.plan.links):
+            if is_vm_cable(link):
+                continue
             # Explicit, distinct ifindexes for the two ends: in fresh namespaces both would
             # often get the same index, and the kernel's linkwatch then treats the pair like a
             # physical NIC and batches its carrier events (up to 1 s late) instead of
@@ -113,7 +117,8 @@ class _FabricWriter:
         for switch in self.plan.switches:
             self._switch(switch)
         for host in self.plan.hosts:
-            self._host(host)
+            if host.netns:
+                self._host(host)
         for ns, sock in self.sockets.items():
             sock.link("set", index=self._index(ns, "lo"), state="up")
 
@@ -144,7 +149,8 @@ class _FabricWriter:
             sock.link("add", ifname=bridge.name, kind="bridge", br_stp_state=0, br_mcast_snooping=0)
             bridge_index = self._index(ns, bridge.name)
             for port in bridge.ports:
-                sock.link("set", index=self._index(ns, port), master=bridge_index)
+                if (ns, port) not in self.vm_ports:
+                    sock.link("set", index=self._index(ns, port), master=bridge_index)
             for address in bridge.addresses:
                 self._address(ns, bridge.name, address)
             self._up(ns, bridge.name)
@@ -152,7 +158,8 @@ class _FabricWriter:
             for address in addresses:
                 self._address(ns, port, address)
         for port in switch.ports:
-            self._up(ns, port)
+            if (ns, port) not in self.vm_ports:
+                self._up(ns, port)
         self._routes(ns, switch.routes)
 
     def _host(self, host: Host) -> None:
@@ -223,7 +230,7 @@ def teardown(namespaces: list[str], links: Iterable[Link]) -> None:
             pass  # already gone (with its peer, or never made); the namespace goes next anyway
 
     with ThreadPoolExecutor(max_workers=16) as pool:
-        list(pool.map(delete, [link.a for link in links]))
+        list(pool.map(delete, [link.b if is_vm_cable(link) else link.a for link in links]))
     for ns in reversed(namespaces):
         if netns.exists(ns):
             netns.remove(ns)

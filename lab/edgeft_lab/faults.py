@@ -23,7 +23,7 @@ from typing import Any
 
 from . import fabric, netns, nft, procs
 from .errors import LabError
-from .plan import Endpoint, FabricPlan, Link
+from .plan import Endpoint, FabricPlan, Link, is_vm_cable
 
 KINDS = ("link-down", "power-off", "silent", "loss", "flap")
 SIDES = ("host", "switch")
@@ -137,6 +137,8 @@ def validate(fault: Fault, plan: FabricPlan, for_repair: bool = False) -> Fault:
         if given:
             raise LabError(f"fault {fault.kind} does not take {' '.join('--' + n for n in given)}")
 
+    if fault.kind == "flap" and fault.host is not None and plan.host(fault.host).machine == "vm":
+        raise LabError(f"fault flap is not supported on VM host {fault.host}: its NIC follows the cable through qemu's monitor, too slowly to flap")
     if fault.kind == "link-down":
         need("host", "plane", "side")
         forbid("switch", "percent", "hz", "duration")
@@ -179,7 +181,8 @@ def downed_ends(fault: Fault, plan: FabricPlan) -> list[Endpoint]:
         return [link.a if link.a.node == fault.switch else link.b for link in plan.switch_links(fault.switch)]
     if fault.kind in ("link-down", "flap"):
         link = links_of(fault, plan)[0]
-        return [link.a if fault.side == "host" else link.b]
+        # A VM's cable has one end here, the tap on the switch; the guest's NIC follows it.
+        return [link.a if fault.side == "host" and not is_vm_cable(link) else link.b]
     return []
 
 
@@ -225,6 +228,7 @@ class FaultInjector:
             return
         for end in downed_ends(fault, self.plan):
             set_link(end, up=False)
+            self._vm_carrier(end, up=False)
         for ns, chains in nft_chains(fault, self.plan).items():
             nft.add_chains(ns, chains)
 
@@ -236,11 +240,20 @@ class FaultInjector:
         for end in downed_ends(fault, self.plan):
             if end not in held:  # another active fault still wants it down
                 set_link(end, up=True, plan=self.plan)
+                self._vm_carrier(end, up=True)
         for ns, chains in nft_chains(fault, self.plan).items():
             if any(ns in nft_chains(other.fault, self.plan) for other in remaining):
                 nft.delete_chains(ns, chains)
             else:
                 nft.delete_table(ns)
+
+    def _vm_carrier(self, end: Endpoint, up: bool) -> None:
+        """A tap going down is silent to the guest: tell its NIC through qemu (a cable pulled)."""
+        for link in self.plan.vm_links:
+            if link.b == end:
+                from .vm import qmp  # only VM labs need it
+
+                qmp.set_guest_link(self.run_dir, link.a.node, link.a.ifname, up)
 
     def _held_ends(self, record: FaultRecord) -> list[Endpoint]:
         if record.fault.kind == "flap" and not record.running():

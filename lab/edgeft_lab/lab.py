@@ -148,6 +148,12 @@ class Lab:
             (self.bpffs / host.name).mkdir(exist_ok=True)
 
     def _teardown(self, state: LabState | None) -> None:
+        vm_hosts = [h.name for h in self.plan.hosts if h.machine == "vm"]
+        if vm_hosts:  # their qemu holds taps on the switches: no VM outlives the lab
+            from .vm import machine
+
+            for host in vm_hosts:
+                machine.stop(self.run_dir, host)
         namespaces = list(self.plan.namespaces)
         mounts = [str(self.bpffs)]
         if state is not None:

@@ -46,9 +46,10 @@ class HostPort:
 class Host:
     name: str
     rack: int
-    netns: str
+    netns: str  # "" for a VM: it has no namespace here, its NICs are taps on its switches
     ports: tuple[HostPort, ...]
     routes: tuple[Route, ...] = ()
+    machine: str = "netns"  # netns | vm
 
     @property
     def rack_name(self) -> str:
@@ -123,7 +124,12 @@ class FabricPlan:
 
     @property
     def namespaces(self) -> list[str]:
-        return [h.netns for h in self.hosts] + [s.netns for s in self.switches]
+        return [h.netns for h in self.hosts if h.netns] + [s.netns for s in self.switches]
+
+    @property
+    def vm_links(self) -> list[Link]:
+        """Cables of VM hosts: the switch end is a tap the VM's qemu holds (edgeft_lab.vm)."""
+        return [link for link in self.links if is_vm_cable(link)]
 
     def plane(self, name: str) -> PlaneSpec:
         for plane in self.topology.planes:
@@ -162,6 +168,10 @@ class FabricPlan:
         return [link for link in self.links if switch in (link.a.node, link.b.node)]
 
 
+def is_vm_cable(link: Link) -> bool:
+    return link.a.netns == ""
+
+
 def netns_name(lab: str, node: str) -> str:
     return f"{lab}-{node}"
 
@@ -192,6 +202,7 @@ def plan_fabric(topology: Topology) -> FabricPlan:
     lab = topology.name
     routed = topology.routed
     racks = {r: [host_name(r, h) for h in range(1, n + 1)] for r, n in enumerate(topology.hosts_per_rack, 1)}
+    vm = topology.machines == "vm"
 
     def access_switch(rack: int, plane: str) -> str:
         return flat_switch_name(plane) if topology.kind == "flat" else tor_name(rack, plane)
@@ -219,19 +230,26 @@ def plan_fabric(topology: Topology) -> FabricPlan:
                 if gw4 is not None and gw6 is not None:
                     # A plane carries only its own prefixes, so the host routes just those.
                     routes += [Route(plane.ipv4, gw4, plane.nic), Route(plane.ipv6, gw6, plane.nic)]
+                host_ns = "" if vm else netns_name(lab, name)
                 links.append(
-                    Link(
-                        plane.name,
-                        Endpoint(name, netns_name(lab, name), plane.nic),
-                        Endpoint(switch, netns_name(lab, switch), name),
-                    )
+                    Link(plane.name, Endpoint(name, host_ns, plane.nic), Endpoint(switch, netns_name(lab, switch), name))
                 )
-            hosts.append(Host(name, rack, netns_name(lab, name), tuple(ports), tuple(routes)))
+            hosts.append(
+                Host(name, rack, "" if vm else netns_name(lab, name), tuple(ports), tuple(routes), topology.machines)
+            )
 
     switches: list[Switch] = []
-    for plane in topology.planes:
+    flat_names = [flat_switch_name(p.name) for p in topology.planes]
+    for index, plane in enumerate(topology.planes):
         if topology.kind == "flat":
-            switches.append(_flat_switch(lab, plane, racks, routed))
+            # Inter-switch links chain the planes' switches: sw-a - sw-b - ...
+            isl_peers = tuple(flat_names[j] for j in (index - 1, index + 1) if topology.isl and 0 <= j < len(flat_names))
+            switches.append(_flat_switch(lab, plane, racks, routed, isl_peers))
+            if topology.isl and index + 1 < len(flat_names):
+                this, right = flat_names[index], flat_names[index + 1]
+                links.append(
+                    Link("isl", Endpoint(this, netns_name(lab, this), right), Endpoint(right, netns_name(lab, right), this))
+                )
         else:
             tors = [_tor(lab, plane, rack, names, routed) for rack, names in racks.items()]
             switches += tors
@@ -258,16 +276,19 @@ def _rack_bridge(plane: PlaneSpec, rack: int, hosts: list[str]) -> Bridge:
     return Bridge(_rack_bridge_name(rack), tuple(hosts), gateways)
 
 
-def _flat_switch(lab: str, plane: PlaneSpec, racks: dict[int, list[str]], routed: bool) -> Switch:
+def _flat_switch(
+    lab: str, plane: PlaneSpec, racks: dict[int, list[str]], routed: bool, isl_peers: tuple[str, ...] = ()
+) -> Switch:
     name = flat_switch_name(plane.name)
     all_hosts = tuple(h for names in racks.values() for h in names)
+    ports = (*all_hosts, *isl_peers)
     if routed:
         bridges = tuple(_rack_bridge(plane, rack, names) for rack, names in racks.items())
     else:
-        bridges = (Bridge(L2_BRIDGE, all_hosts),)
+        bridges = (Bridge(L2_BRIDGE, ports),)
     return Switch(
         name=name, role="switch", plane=plane.name, rack=None, netns=netns_name(lab, name),
-        routed=routed, ports=all_hosts, bridges=bridges, hosts=all_hosts,
+        routed=routed, ports=ports, bridges=bridges, hosts=all_hosts, neighbors=isl_peers,
     )
 
 

@@ -38,9 +38,12 @@ LAB_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
 PLANE_NAME_RE = re.compile(r"^[a-z0-9]+$")
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
-TOP_KEYS = {"name", "description", "fabric", "racks", "hosts_per_rack", "planes", "mtu"}
+TOP_KEYS = {"name", "description", "fabric", "racks", "hosts_per_rack", "planes", "mtu", "machines"}
 TOP_REQUIRED = ("fabric", "racks", "hosts_per_rack", "planes")
-FABRIC_KEYS = {"kind", "mode"}
+FABRIC_KEYS = {"kind", "mode", "isl"}
+# What a host is: a network namespace, or a qemu VM whose fabric NICs are taps on the
+# switches (edgeft_lab.vm brings the VMs up; the lab builds only the switches for them).
+MACHINES = ("netns", "vm")
 PLANE_KEYS = {"name", "nic", "ipv4", "ipv6"}
 
 
@@ -64,6 +67,10 @@ class Topology:
     mtu: int | None = None
     description: str = ""
     source: str = "<memory>"
+    machines: str = "netns"
+    # Flat fabrics: the planes' switches are joined by inter-switch links into one L2 domain,
+    # as two ToRs serving active-backup bonds are.
+    isl: bool = False
 
     @property
     def racks(self) -> int:
@@ -82,7 +89,7 @@ class Topology:
         """The normalized topology, in the file schema (round-trips through from_dict)."""
         doc: dict[str, Any] = {
             "name": self.name,
-            "fabric": {"kind": self.kind, "mode": self.mode},
+            "fabric": {"kind": self.kind, "mode": self.mode, **({"isl": True} if self.isl else {})},
             "racks": self.racks,
             "hosts_per_rack": list(self.hosts_per_rack),
             "planes": [
@@ -92,6 +99,8 @@ class Topology:
         }
         if self.mtu is not None:
             doc["mtu"] = self.mtu
+        if self.machines != "netns":
+            doc["machines"] = self.machines
         if self.description:
             doc["description"] = self.description
         return doc
@@ -177,6 +186,16 @@ def from_dict(doc: Any, source: str = "<dict>") -> Topology:
         mtu = _int(source, "mtu", mtu, 1280, 65535)  # IPv6 needs at least 1280
 
     planes = _planes(source, doc["planes"], racks)
+    isl = fabric.get("isl", False)
+    if not isinstance(isl, bool):
+        raise TopologyError(source, "fabric.isl", f"must be true or false, not {isl!r}")
+    if isl and (kind != "flat" or mode != "l2" or len(planes) < 2):
+        raise TopologyError(source, "fabric.isl", "inter-switch links join the switches of a flat L2 fabric of 2+ planes")
+    machines = doc.get("machines", "netns")
+    if machines not in MACHINES:
+        raise TopologyError(source, "machines", f"must be one of {', '.join(MACHINES)}, not {machines!r}")
+    if machines == "vm" and (kind != "flat" or mode != "l2"):
+        raise TopologyError(source, "machines", "VM hosts are supported on flat L2 fabrics (fabric.kind flat, mode l2)")
     topology = Topology(
         name=name,
         kind=kind,
@@ -186,6 +205,8 @@ def from_dict(doc: Any, source: str = "<dict>") -> Topology:
         mtu=mtu,
         description=description,
         source=source,
+        machines=machines,
+        isl=isl,
     )
     _check_generated_names(topology)
     return topology

@@ -35,6 +35,7 @@ from __future__ import annotations
 import ipaddress
 import subprocess
 
+from ansible_collections.edgeft.failover.plugins.module_utils import procsys
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute
 
 PROTO = "237"  # rtnetlink protocol id marking edgeft's rules and routes
@@ -74,8 +75,7 @@ def ignore_linkdown(nics) -> list:
                 with open(path) as f:
                     if f.read().strip() == "1":
                         continue
-                with open(path, "w") as f:
-                    f.write("1\n")
+                procsys.write_value(path, 1)
                 changed.append("%s %s" % (family, nic))
             except OSError:
                 continue  # IPv6 disabled on the NIC, or the NIC is gone: nothing to route there anyway

@@ -14,6 +14,8 @@ import errno
 import os
 import socket
 
+from ansible_collections.edgeft.failover.plugins.module_utils import procsys
+
 try:
     from pyroute2 import IPRoute
     from pyroute2.netlink.exceptions import NetlinkError
@@ -230,7 +232,6 @@ def effective_sysctl(family, dev):
 
 def write_sysctl(family, dev, value):
     try:
-        with open(_path(family, dev), "w") as f:
-            f.write("%s\n" % value)
+        procsys.write_value(_path(family, dev), value)
     except OSError as e:
         raise KernelError("cannot set %s to %s: %s" % (sysctl_key(family, dev), value, e)) from None

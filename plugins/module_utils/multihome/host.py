@@ -29,6 +29,7 @@ except ImportError as exc:  # reported by the module with the package to install
     class NetlinkError(Exception):  # so `except NetlinkError` stays valid without pyroute2
         pass
 
+from ansible_collections.edgeft.failover.plugins.module_utils import procsys
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import PROTO, sysctl_path
 
 AF = {4: socket.AF_INET, 6: socket.AF_INET6}
@@ -230,10 +231,7 @@ class Host:
         return found[0]
 
     def set_sysctl(self, key, value):
-        def write():
-            with open(sysctl_path(key), "w") as f:
-                f.write("%s\n" % value)
-        self._call("setting %s = %s" % (key, value), write)
+        self._call("setting %s = %s" % (key, value), procsys.write_value, sysctl_path(key), value)
 
     def set_mtu(self, ifname, mtu):
         self._call("setting the MTU of %s to %d" % (ifname, mtu), self.ipr.link, "set", index=self.index(ifname), mtu=mtu)
