@@ -28,6 +28,9 @@ APT_PACKAGES=(
   netplan.io ifupdown gir1.2-nm-1.0 python3-gi
   # The demo's timeline plot.
   python3-matplotlib
+  # The VM lab (molecule/vm): qemu, qcow2 overlays, a Debian rootfs from packages made into
+  # an ext4 image, and ssh to the VMs.
+  qemu-system-x86 qemu-utils mmdebstrap e2fsprogs openssh-client
 )
 
 apt_updated=0

@@ -16,3 +16,7 @@ class TopologyError(LabError):
         self.reason = reason
         where = f"{source}: {key_path}" if key_path else source
         super().__init__(f"{where}: {reason}")
+
+
+class RefusedError(LabError):
+    """Refused before anything was made: a bad option or a missing prerequisite (CLI exit 2)."""

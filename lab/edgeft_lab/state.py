@@ -98,8 +98,9 @@ class StateStore:
         """Remove the lab's run directory once nothing is mounted below it (called under the lock)."""
         for leftover in self.run_dir.glob("*.log"):
             leftover.unlink(missing_ok=True)
-        # What deploys wrote for the lab's hosts (inventory: edgeft_state_dir, edgeft_src_dir).
-        for owned in ("state", "src"):
+        # What deploys wrote for the lab's hosts (inventory: edgeft_state_dir, edgeft_src_dir),
+        # and the VMs' sockets, PID files and consoles (kept elsewhere by edgeft-vm down first).
+        for owned in ("state", "src", "vm"):
             shutil.rmtree(self.run_dir / owned, ignore_errors=True)
         self.remove()
         self.lock_path.unlink(missing_ok=True)

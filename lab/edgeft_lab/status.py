@@ -42,25 +42,33 @@ def end_state(info: dict[str, Any] | None) -> str:
     return "up" if info["carrier"] else "no-carrier"
 
 
+# A VM's end of its cables is inside the guest: `edgeft-vm status` and `edgeft-vm ssh` see it.
+IN_VM = "in-vm"
+
+
 def gather(plan: FabricPlan, phase: str | None, faults: list[FaultRecord]) -> dict[str, Any]:
     states = {ns: interface_states(ns) for ns in plan.namespaces}
 
     def end(e: Endpoint) -> str:
-        return end_state(states[e.netns].get(e.ifname))
+        return end_state(states[e.netns].get(e.ifname)) if e.netns else IN_VM
+
+    def host_state(netns: str, ifname: str) -> str:
+        return end_state(states[netns].get(ifname)) if netns else IN_VM
 
     topology = plan.topology
     hosts = [
         {
             "name": h.name,
             "netns": h.netns,
-            "present": bool(states[h.netns]),
+            "machine": h.machine,
+            "present": bool(states[h.netns]) if h.netns else None,
             "interfaces": [
                 {
                     "ifname": p.ifname,
                     "plane": p.plane,
                     "switch": p.switch,
-                    "state": end_state(states[h.netns].get(p.ifname)),
-                    "addresses": states[h.netns].get(p.ifname, {}).get("addresses", []),
+                    "state": host_state(h.netns, p.ifname),
+                    "addresses": states.get(h.netns, {}).get(p.ifname, {}).get("addresses", []),
                 }
                 for p in h.ports
             ],
@@ -117,7 +125,7 @@ def format_status(doc: dict[str, Any]) -> str:
         nics = "   ".join(
             f"{i['ifname']} {' '.join(i['addresses']) or '-'} ->{i['switch']} [{i['state']}]" for i in h["interfaces"]
         )
-        lines.append(f"  {h['name']:<8} {h['netns']:<22} {nics}")
+        lines.append(f"  {h['name']:<8} {h['netns'] or '(VM)':<22} {nics}")
     lines.append("switches:")
     for s in doc["switches"]:
         where = f"plane {s['plane']}" + (f" rack {s['rack']}" if s["rack"] else "")

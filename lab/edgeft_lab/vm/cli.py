@@ -12,9 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import LabError, TopologyError
+from ..errors import LabError, RefusedError, TopologyError
 from .image import CACHE_ROOT, ensure_image
-from .vmlab import ACCELS, DEFAULT_SSH_PORT_BASE, VmLab
+from .vmlab import ACCELS, DEFAULT_SSH_PORT_BASE, VmLab, require_root
 
 PROG = "edgeft-vm"
 
@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.command != "status":
+        require_root()
     vmlab = VmLab(args.topology, args.name, accel=args.accel, ssh_port_base=args.ssh_port_base,
                   memory_mib=args.memory, log=lambda m: print(m, file=sys.stderr))
     if args.command == "build-image":
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return run(args)
-    except (TopologyError, UsageError) as exc:
+    except (TopologyError, RefusedError, UsageError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     except LabError as exc:

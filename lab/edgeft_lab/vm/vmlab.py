@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import LabError
+from ..errors import LabError, RefusedError
 from ..lab import RUN_ROOT, Lab
 from ..plan import L2_BRIDGE
 from ..topology import Topology
@@ -34,6 +34,18 @@ KEEP_LOG_RUNS = 10
 DISK_FREE_PER_VM = 1 * GIB  # the overlay grows with what the guest writes (compiles, journals)
 BOOT_TIMEOUT = {"kvm": 180.0, "tcg": 900.0}
 STATE_FILE = "vms.json"
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise RefusedError("VM labs need root (switch namespaces, taps, the image cache): rerun with sudo")
+
+
+def _existing(path: Path) -> Path:
+    """The path, or its nearest existing parent (where it would be created)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
 
 
 class VmLab:
@@ -53,13 +65,14 @@ class VmLab:
     ) -> None:
         self.lab = Lab(topology, name, run_root=run_root, log=log)
         if self.lab.topology.machines != "vm":
-            raise LabError(f"topology {self.lab.topology.source} has no VM hosts (machines: vm)")
+            raise RefusedError(f"--topology: {self.lab.topology.source} has no VM hosts (machines: vm); the VM lab's is 'vm'")
         if accel not in ACCELS:
-            raise LabError(f"--accel must be one of {', '.join(ACCELS)}, not {accel!r}")
-        if not 1024 <= ssh_port_base <= 65535 - len(self.lab.plan.hosts):
-            raise LabError(f"--ssh-port-base must leave room for {len(self.lab.plan.hosts)} ports below 65536, not {ssh_port_base}")
+            raise RefusedError(f"--accel must be one of {', '.join(ACCELS)}, not {accel!r}")
+        highest = 65536 - len(self.lab.plan.hosts)  # VM n uses base + n - 1
+        if not 1024 <= ssh_port_base <= highest:
+            raise RefusedError(f"--ssh-port-base must be 1024 to {highest} ({len(self.lab.plan.hosts)} VMs), not {ssh_port_base}")
         if not 512 <= memory_mib <= 16384:
-            raise LabError(f"--memory must be 512 to 16384 MiB, not {memory_mib}")
+            raise RefusedError(f"--memory must be 512 to 16384 MiB, not {memory_mib}")
         self.accel = accel
         self.ssh_port_base = ssh_port_base
         self.memory_mib = memory_mib
@@ -122,13 +135,11 @@ class VmLab:
 
     def check(self) -> None:
         """Everything that can be refused before anything is made."""
-        if os.geteuid() != 0:
-            raise LabError("VM labs need root (switch namespaces, taps): rerun with sudo")
+        require_root()
         machine.require_qemu()
         for spec in self.specs():
             machine.check_port_free(spec.ssh_port, spec.host)
-        self.disk_dir.mkdir(parents=True, exist_ok=True)
-        free, need = shutil.disk_usage(self.disk_dir).free, DISK_FREE_PER_VM * len(self.hosts)
+        free, need = shutil.disk_usage(_existing(self.disk_dir)).free, DISK_FREE_PER_VM * len(self.hosts)
         if free < need:
             raise LabError(
                 f"not enough disk for {len(self.hosts)} VM disks: {free / GIB:.1f} GiB free under {self.disk_dir}, "
@@ -149,6 +160,7 @@ class VmLab:
         accel = self._choose_accel(image)
         started = time.monotonic()
         try:
+            self.disk_dir.mkdir(parents=True, exist_ok=True)
             self.lab.up()
             for spec in self.specs():
                 machine.start(spec, image, self.run_dir, accel)

@@ -269,9 +269,9 @@ class Agent:
             self.route_want = routes.desired(self.peers, self.plane_specs, prefixes)
             added, removed, errors = routes.reconcile(br["table"], self.route_want)
             # A drained plane's peer addresses are held too: plane_state put them there at the drain
-            # (drain_routes.py) and takes them out at the undrain.
-            held = {k: v for k, v in self.route_want.items()
-                    if not self.planes[v[3]].judge.up or self.planes[v[3]].flags & layout.PLANE_DRAINED}
+            # (drain_routes.py) and takes them out at the undrain. So are those of failed paths.
+            failed = self._failed_path_addresses()
+            held = {k: v for k, v in self.route_want.items() if self._held(k, v[3], failed)}
             held_added, held_removed, held_errors = routes.reconcile(br["table"] + 1, held)
             errors += held_errors
         except iproute.IpCommandError as e:
@@ -282,14 +282,52 @@ class Agent:
                           len(added), len(removed), br["table"] + 1, len(held_added), len(held_removed))
         self._route_errors(errors)
 
+    def _failed_path_addresses(self) -> set:
+        """(family, address) of each peer address on a plane whose path to that peer is failed over."""
+        out = set()
+        for (peer_id, plane), path in self.paths.items():
+            peer = self.peers.get(peer_id)
+            if path.judge.up or peer is None:
+                continue
+            for family, key in ((4, "v4"), (6, "v6")):
+                if plane < len(peer[key]) and peer[key][plane]:
+                    out.add((family, peer[key][plane]))
+        return out
+
+    def _held(self, key, native: int, failed=None) -> bool:
+        """Whether the held table routes this peer address (its plane down or drained, or its path failed)."""
+        plane = self.planes[native]
+        if not plane.judge.up or plane.flags & layout.PLANE_DRAINED:
+            return True
+        return key in (self._failed_path_addresses() if failed is None else failed)
+
     def hold_routes(self, plane: int, held: bool) -> None:
-        """Put (or take) the peers' addresses on plane into the held table: one `ip` run."""
+        """Put (or take) the peers' addresses on plane into the held table: one `ip` run.
+        Taking them out keeps the addresses that are still held for another reason."""
+        self._hold_routes(lambda key, native: native == plane, held)
+
+    def hold_path_routes(self, path, held: bool) -> None:
+        """Put (or take) one peer's addresses on the path's plane into the held table.
+
+        A path fails over while its plane's link stays up (a silent switch): the data path
+        steers the packets, but the kernel still resolves the peer's address on the plane
+        first, and once that neighbour entry expires (tens of seconds) and its probes go
+        unanswered, it drops every packet before tc sees it. The held route sends them
+        through the other plane's NIC, whose neighbour resolves."""
+        peer = self.peers.get(path.peer_id)
+        if peer is None:
+            return
+        mine = {(f, peer[k][path.plane]) for f, k in ((4, "v4"), (6, "v6")) if path.plane < len(peer[k])}
+        self._hold_routes(lambda key, native: native == path.plane and key in mine, held)
+
+    def _hold_routes(self, selected, held: bool) -> None:
         if not self.cfg.backup_routes["enabled"]:
             return
         table = str(self.cfg.backup_routes["table"] + 1)
+        failed = self._failed_path_addresses()
         commands = []
         for (family, dst), (gateway, dev, source, native) in sorted(self.route_want.items()):
-            if native != plane:
+            if not selected((family, dst), native) or (not held and self._held((family, dst), native, failed)):
                 continue
             if held:
                 # IPv6 refuses a preferred source on a NIC that is down (the plane's own, here):
@@ -472,6 +510,7 @@ class Agent:
             path.failovers += 1
             self.totals["failovers"] += 1
             active = self.steer.path_down(path.peer_id, path.plane, [p.plane for p in others])
+            self.hold_path_routes(path, True)
             since = (now - path.last_reply_ns) // 1000000 if path.last_reply_ns else None
             self._event(now, "failover", "path", path.plane,
                         "no reply to %d probes in a row (last reply %s ago) -> traffic to plane %s" % (
@@ -482,6 +521,7 @@ class Agent:
             path.failbacks += 1
             self.totals["failbacks"] += 1
             self.steer.path_up(path.peer_id, path.plane)
+            self.hold_path_routes(path, False)
             self._event(now, "failback", "path", path.plane,
                         "replies for %d ms without a break (hold-down %d ms), rtt %.3f ms -> traffic back on plane %s" % (
                             judge.stable_for(now) // 1000000, self.cfg.hold_down_ms, (path.rtt_avg_ns or 0) / 1e6, plane.name),

@@ -9,7 +9,7 @@ never sent. Carrier loss alone keeps the routes, but the kernel has flushed
 the NIC's neighbour entries and queues packets on a new, unresolvable one:
 they never reach tc either. So, per family, three rules:
 
-    <priority-1>: lookup <table+1>                     (held: planes judged down)
+    <priority-1>: lookup <table+1>                     (held: planes judged down, failed paths)
     <priority>:   lookup main suppress_prefixlength 0   (main, but not its default route)
     <priority+1>: lookup <table>                       (backup: every peer address)
 
@@ -22,8 +22,12 @@ agent on the path. The held table carries P's peer addresses from the moment
 the agent judges plane P down until its failback: when P's link comes back,
 the connected route returns at once, but its neighbour entries start empty and
 packets would wait on ARP/ND (whose first request may be lost while the link
-settles: a 1 s retry). Probe sockets are bound to P's NIC, so the held routes
-(through Q) never apply to them: the probes resolve P's neighbours meanwhile.
+settles: a 1 s retry). It also carries a peer's P addresses while the path to
+that peer on P is failed over with P's link up (a silent switch): the kernel
+would otherwise go on resolving the peer on P, and once that neighbour entry
+expires unanswered it drops the packets before tc could steer them. Probe
+sockets are bound to P's NIC, so the held routes (through Q) never apply to
+them: the probes resolve P's neighbours meanwhile.
 
 Routes are added only where the peer's Q address is on-link on Q (L2 planes);
 routed planes need address translation. All changes of a call go through one
