@@ -237,3 +237,33 @@ def test_echo_request_is_valid_icmp_and_its_reply_parses(family):
     assert echo.parse_reply(family, reply, session) == (session, seq, sent)
     assert echo.parse_reply(family, reply, session + 1) is None  # another agent's identifier
     assert echo.parse_reply(family, req if family == 6 else bytes(IP() / ICMP(req)), session) is None  # a request
+
+
+def test_held_table_covers_failed_paths_and_planes_judged_down():
+    """The held table routes a peer's plane address through the other plane while its plane
+    is judged down or drained, or while the path to that peer on it is failed over (a
+    silent switch: the link is up, the kernel would keep resolving the peer on the plane)."""
+    from ansible_collections.edgeft.failover.plugins.module_utils.agent.agent import Agent, PlaneState
+    from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
+
+    agent = Agent.__new__(Agent)  # the route bookkeeping only: no maps, sockets or timers
+    agent.planes = {0: PlaneState({"index": 0, "name": "a"}, judge(), layout.PLANE_UP),
+                    1: PlaneState({"index": 1, "name": "b"}, judge(), layout.PLANE_UP)}
+    agent.peers = {1: {"v4": ["198.18.2.11", "198.19.2.11"], "v6": ["fd0e:a::2", "fd0e:b::2"]},
+                   2: {"v4": ["198.18.2.12", "198.19.2.12"], "v6": [None, None]}}
+    agent.paths = {(pid, plane): Path(pid, plane, 4, agent.peers[pid]["v4"][plane], judge(), 3)
+                   for pid in (1, 2) for plane in (0, 1)}
+    peer1_on_a = [(4, "198.18.2.11"), (6, "fd0e:a::2")]
+    assert agent._failed_path_addresses() == set()
+    assert not any(agent._held(k, 0) for k in peer1_on_a)
+
+    agent.paths[(1, 0)].judge.fail(0)  # the path to peer 1 on plane a fails over
+    assert agent._failed_path_addresses() == set(peer1_on_a)
+    assert all(agent._held(k, 0) for k in peer1_on_a)
+    assert not agent._held((4, "198.18.2.12"), 0)  # peer 2 still answers on plane a
+    assert not agent._held((4, "198.19.2.11"), 1)
+
+    agent.planes[1].judge.fail(0)  # plane b judged down: all of its peer addresses
+    assert agent._held((4, "198.19.2.11"), 1) and agent._held((4, "198.19.2.12"), 1)
+    agent.planes[0].flags |= layout.PLANE_DRAINED  # a drained plane: all of them too
+    assert agent._held((4, "198.18.2.12"), 0)
