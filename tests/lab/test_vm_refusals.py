@@ -42,7 +42,7 @@ CLI_TIMEOUT = 60  # a refusal takes a second; more means it did not refuse
 
 def free_port_base(count: int = len(HOSTS)) -> int:
     """A base port with `count` free ports on 127.0.0.1 from it, away from the reserved ones."""
-    for _ in range(200):
+    for _attempt in range(200):
         base = random.randint(20000, 60000)
         if any(port in RESERVED_PORTS for port in range(base, base + count)):
             continue
@@ -193,8 +193,8 @@ def bad_option_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
     env = scratch_env(scratch)
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = dict(zip(cases, pool.map(lambda case: edgeft_vm(*case[1], env=env), cases.values())))
-    yield {case_id: (name, texts, results[case_id]) for case_id, (name, _, texts) in cases.items()}
-    for name, _, _ in cases.values():
+    yield {case_id: (name, texts, results[case_id]) for case_id, (name, _argv, texts) in cases.items()}
+    for name, _argv, _texts in cases.values():
         cleanup(name, scratch)
     assert not (scratch / "disks").exists()
 
@@ -212,12 +212,12 @@ def test_bad_option_is_refused_naming_it(bad_option_runs, case_id):
 
 @pytest.mark.parametrize("case_id", [c[0] for c in BAD_OPTIONS])
 def test_bad_option_exits_2(bad_option_runs, case_id):
-    _, _, result = bad_option_runs[case_id]
+    result = bad_option_runs[case_id][2]
     require(result.returncode == 2, f"exit {result.returncode}: {result.stderr}")
 
 
 def test_privileged_port_base_message_gives_the_lower_bound(bad_option_runs):
-    _, _, result = bad_option_runs["port-base-privileged"]
+    result = bad_option_runs["port-base-privileged"][2]
     line = error_line(result)
     require("1024" in line, line)
 
@@ -283,7 +283,7 @@ def prerequisite_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
             result = edgeft_vm(*args, env=env)
         runs[case_id] = (name, scratch, result)
     yield runs
-    for name, scratch, _ in runs.values():
+    for name, scratch, _result in runs.values():
         cleanup(name, scratch)
 
 
@@ -310,7 +310,7 @@ def test_missing_prerequisite_is_refused_naming_the_fix(prerequisite_runs, case_
 
 @pytest.mark.parametrize("case_id", ["no-qemu", "no-qemu-img", "not-root"])
 def test_missing_prerequisite_exits_2(prerequisite_runs, case_id):
-    _, _, result = prerequisite_runs[case_id]
+    result = prerequisite_runs[case_id][2]
     require(result.returncode == 2, f"exit {result.returncode}: {result.stderr}")
 
 

@@ -26,4 +26,3 @@ def pid_file(run_dir: Path, host: str) -> Path:
 
 def console_log(run_dir: Path, host: str) -> Path:
     return vm_dir(run_dir, host) / "console.log"
-
