@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import LabError, TopologyError
+from .errors import LabError, RefusedError, TopologyError
 from .faults import KINDS, SIDES, Fault
 from .lab import Lab
 from .traffic_cli import add_parser as add_traffic_parser
@@ -195,22 +195,31 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run_command(prog: str, command: Callable[[], int]) -> int:
+    """Run a CLI command: expected problems as one line and an exit code, never a traceback."""
     # SIGTERM unwinds like Ctrl-C, so a killed `up` still removes what it created.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        check_prerequisites(args.command)
-        return run(args)
-    except (TopologyError, UsageError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return command()
+    except (TopologyError, RefusedError, UsageError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except LabError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into e.g. head, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def command() -> int:
+        check_prerequisites(args.command)
+        return run(args)
+
+    return run_command(PROG, command)

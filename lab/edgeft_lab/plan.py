@@ -234,9 +234,7 @@ def plan_fabric(topology: Topology) -> FabricPlan:
                 links.append(
                     Link(plane.name, Endpoint(name, host_ns, plane.nic), Endpoint(switch, netns_name(lab, switch), name))
                 )
-            hosts.append(
-                Host(name, rack, "" if vm else netns_name(lab, name), tuple(ports), tuple(routes), topology.machines)
-            )
+            hosts.append(Host(name, rack, host_ns, tuple(ports), tuple(routes), topology.machines))
 
     switches: list[Switch] = []
     flat_names = [flat_switch_name(p.name) for p in topology.planes]

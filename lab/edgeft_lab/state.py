@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .vm.paths import VM_DIR
+
 RUN_ROOT = Path("/run/edgeft-lab")
 STATE_VERSION = 1
 
@@ -100,7 +102,7 @@ class StateStore:
             leftover.unlink(missing_ok=True)
         # What deploys wrote for the lab's hosts (inventory: edgeft_state_dir, edgeft_src_dir),
         # and the VMs' sockets, PID files and consoles (kept elsewhere by edgeft-vm down first).
-        for owned in ("state", "src", "vm"):
+        for owned in ("state", "src", VM_DIR):
             shutil.rmtree(self.run_dir / owned, ignore_errors=True)
         self.remove()
         self.lock_path.unlink(missing_ok=True)

@@ -49,11 +49,11 @@ IN_VM = "in-vm"
 def gather(plan: FabricPlan, phase: str | None, faults: list[FaultRecord]) -> dict[str, Any]:
     states = {ns: interface_states(ns) for ns in plan.namespaces}
 
-    def end(e: Endpoint) -> str:
-        return end_state(states[e.netns].get(e.ifname)) if e.netns else IN_VM
-
-    def host_state(netns: str, ifname: str) -> str:
+    def end_of(netns: str, ifname: str) -> str:
         return end_state(states[netns].get(ifname)) if netns else IN_VM
+
+    def end(e: Endpoint) -> str:
+        return end_of(e.netns, e.ifname)
 
     topology = plan.topology
     hosts = [
@@ -67,7 +67,7 @@ def gather(plan: FabricPlan, phase: str | None, faults: list[FaultRecord]) -> di
                     "ifname": p.ifname,
                     "plane": p.plane,
                     "switch": p.switch,
-                    "state": host_state(h.netns, p.ifname),
+                    "state": end_of(h.netns, p.ifname),
                     "addresses": states.get(h.netns, {}).get(p.ifname, {}).get("addresses", []),
                 }
                 for p in h.ports

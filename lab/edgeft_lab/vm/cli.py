@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import LabError, RefusedError, TopologyError
+from ..cli import UsageError, run_command
 from .image import CACHE_ROOT, ensure_image
 from .vmlab import ACCELS, DEFAULT_SSH_PORT_BASE, VmLab, require_root
 
@@ -82,20 +82,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-class UsageError(Exception):
-    pass
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return run(args)
-    except (TopologyError, RefusedError, UsageError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    except LabError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    return run_command(PROG, lambda: run(args))

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import procs
 from ..errors import LabError, RefusedError
 from . import paths
 from .image import MGMT_NIC, Image, pci_slot
@@ -164,35 +163,31 @@ def start(spec: VmSpec, image: Image, run_dir: Path, accel: str) -> int:
     return pid
 
 
-def running_pid(run_dir: Path, host: str) -> int | None:
-    """The PID of this VM's qemu, if it runs (its command line must name the VM's directory)."""
+def _running(run_dir: Path, host: str) -> tuple[int, int] | None:
+    """(PID, start time) of this VM's qemu, if it runs (its command line must name the VM's directory)."""
     try:
         pid = int(paths.pid_file(run_dir, host).read_text().strip())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rsplit(")", 1)[1].split()[0]
     except (OSError, ValueError):
         return None
-    if state in ("Z", "X") or str(paths.vm_dir(run_dir, host)) + "/" not in cmdline:
+    started = procs.start_time(pid)
+    if started is None or str(paths.vm_dir(run_dir, host)) + "/" not in cmdline or not procs.is_running(pid, started):
         return None
-    return pid
+    return pid, started
+
+
+def running_pid(run_dir: Path, host: str) -> int | None:
+    """The PID of this VM's qemu, if it runs."""
+    running = _running(run_dir, host)
+    return running[0] if running else None
 
 
 def stop(run_dir: Path, host: str) -> bool:
     """Stop the VM's qemu (a power cut: SIGTERM, then SIGKILL). False if it was not running."""
-    pid = running_pid(run_dir, host)
-    if pid is None:
+    running = _running(run_dir, host)
+    if running is None:
         return False
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return True
-        deadline = time.monotonic() + STOP_TIMEOUT
-        while time.monotonic() < deadline:
-            if running_pid(run_dir, host) is None:
-                return True
-            time.sleep(0.05)
+    procs.stop(*running, timeout=STOP_TIMEOUT)
     return True
 
 

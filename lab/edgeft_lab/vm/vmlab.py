@@ -158,14 +158,15 @@ class VmLab:
         self.check()
         image = ensure_image(self.image_spec(), self.cache_root, self._log, rebuild=rebuild_image)
         accel = self._choose_accel(image)
+        specs = self.specs()
         started = time.monotonic()
         try:
             self.disk_dir.mkdir(parents=True, exist_ok=True)
             self.lab.up()
-            for spec in self.specs():
+            for spec in specs:
                 machine.start(spec, image, self.run_dir, accel)
             timeout = BOOT_TIMEOUT[accel]
-            for spec in self.specs():
+            for spec in specs:
                 ssh.wait_reachable(
                     image.ssh_key, spec.ssh_port, timeout,
                     alive=lambda host=spec.host: machine.running_pid(self.run_dir, host) is not None,
@@ -179,7 +180,7 @@ class VmLab:
             raise
         state = {
             "accel": accel, "image_dir": str(image.dir), "image": image.info,
-            "ports": {s.host: s.ssh_port for s in self.specs()}, "boot_seconds": round(time.monotonic() - started, 1),
+            "ports": {s.host: s.ssh_port for s in specs}, "boot_seconds": round(time.monotonic() - started, 1),
         }
         (paths.vm_root(self.run_dir) / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
         self._log(f"VM lab {self.name}: {len(self.hosts)} VMs up under {accel.upper()} in {state['boot_seconds']:.0f} s")

@@ -282,17 +282,17 @@ class Agent:
                           len(added), len(removed), br["table"] + 1, len(held_added), len(held_removed))
         self._route_errors(errors)
 
+    def _path_addresses(self, path) -> set:
+        """(family, address) of the path's peer on the path's plane (both families)."""
+        peer = self.peers.get(path.peer_id)
+        if peer is None:
+            return set()
+        return {(family, peer[key][path.plane]) for family, key in ((4, "v4"), (6, "v6"))
+                if path.plane < len(peer[key]) and peer[key][path.plane]}
+
     def _failed_path_addresses(self) -> set:
         """(family, address) of each peer address on a plane whose path to that peer is failed over."""
-        out = set()
-        for (peer_id, plane), path in self.paths.items():
-            peer = self.peers.get(peer_id)
-            if path.judge.up or peer is None:
-                continue
-            for family, key in ((4, "v4"), (6, "v6")):
-                if plane < len(peer[key]) and peer[key][plane]:
-                    out.add((family, peer[key][plane]))
-        return out
+        return set().union(*(self._path_addresses(path) for path in self.paths.values() if not path.judge.up))
 
     def _held(self, key, native: int, failed=None) -> bool:
         """Whether the held table routes this peer address (its plane down or drained, or its path failed)."""
@@ -314,11 +314,9 @@ class Agent:
         first, and once that neighbour entry expires (tens of seconds) and its probes go
         unanswered, it drops every packet before tc sees it. The held route sends them
         through the other plane's NIC, whose neighbour resolves."""
-        peer = self.peers.get(path.peer_id)
-        if peer is None:
-            return
-        mine = {(f, peer[k][path.plane]) for f, k in ((4, "v4"), (6, "v6")) if path.plane < len(peer[k])}
-        self._hold_routes(lambda key, native: native == path.plane and key in mine, held)
+        mine = self._path_addresses(path)
+        if mine:
+            self._hold_routes(lambda key, native: native == path.plane and key in mine, held)
 
     def _hold_routes(self, selected, held: bool) -> None:
         if not self.cfg.backup_routes["enabled"]:
