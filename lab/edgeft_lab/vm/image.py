@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import LabError
+from ..errors import LabError, RefusedError
 
 # Bump when customize() or the boot layout changes: old images are then rebuilt.
 FORMAT = 1
@@ -139,7 +139,7 @@ def ensure_image(
 def check_build_prerequisites(cache_root: Path) -> None:
     missing = [f"{tool} (Debian package {package})" for tool, package in TOOLS.items() if shutil.which(tool) is None]
     if missing:
-        raise LabError(f"building the VM image needs {', '.join(missing)}: install it (scripts/bootstrap.sh does)")
+        raise RefusedError(f"building the VM image needs {', '.join(missing)}: install it (scripts/bootstrap.sh does)")
     free = shutil.disk_usage(cache_root).free
     if free < BUILD_FREE_BYTES:
         raise LabError(
