@@ -323,15 +323,15 @@ def format_table(report):
            report['tcp_rate_bps'] / 1e6, report['family'], report['fault_s'], report['lead_s'], report['tail_s'],
            report['quiet_s'], agent.get('interval_ms', '?'), agent.get('multiplier', '?'), agent.get('hold_down_ms', '?')),
         '',
-        '%-14s %-14s %11s %7s %13s %7s %9s %10s' % (
-            'fault', 'mode', 'max gap ms', 'lost', 'TCP stall ms', 'resets', 'survived', 'failovers'),
+        '%-14s %-14s %10s %11s %7s %13s %7s %9s %10s' % (
+            'fault', 'mode', 'outage ms', 'max gap ms', 'lost', 'TCP stall ms', 'resets', 'survived', 'failovers'),
     ]
     order = [NO_FAULT] + list(report['faults'])
     runs = sorted(report['runs'], key=lambda r: (order.index(r['fault']), MODES.index(r['mode'])))
     for r in runs:
         udp, tcp = r['udp'], r['tcp']
-        lines.append('%-14s %-14s %11.1f %7d %13.1f %7d %9s %10s' % (
-            r['fault'], r['mode'], udp['max_gap_ms'], udp['lost'], tcp['max_stall_ms'], tcp['resets'],
+        lines.append('%-14s %-14s %10.1f %11.1f %7d %13.1f %7d %9s %10s' % (
+            r['fault'], r['mode'], udp['max_outage_ms'], udp['max_gap_ms'], udp['lost'], tcp['max_stall_ms'], tcp['resets'],
             'yes' if tcp['survived'] else 'no', r['failovers'] if 'failovers' in r else '-'))
     lines += notes(runs)
     return '\n'.join(lines)
@@ -344,8 +344,9 @@ def notes(runs):
     for r in runs:
         udp = r['udp']
         if udp['socket_drops'] or udp['sender_max_gap_ms'] >= 20:
-            out.append('  %s/%s: the sender paused %.1f ms, receiver socket drops %d: a gap up to the pause is the '
-                       'machine\'s, not the network\'s' % (r['fault'], r['mode'], udp['sender_max_gap_ms'], udp['socket_drops']))
+            out.append('  %s/%s: the sender paused %.1f ms, receiver socket drops %d: the max gap up to the pause is the '
+                       'machine\'s, not the network\'s (the outage column excludes it)'
+                       % (r['fault'], r['mode'], udp['sender_max_gap_ms'], udp['socket_drops']))
         left = r.get('after_repair', {}).get('left_steered')
         if left:
             out.append('  %s/%s: %.0f s after the agents failed back the data path still kept plane a down: %s; '

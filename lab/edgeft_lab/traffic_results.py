@@ -100,19 +100,32 @@ def count_sequences(sent: int, seqs: Sequence[int]) -> UdpCounts:
     return UdpCounts(sum(seen), duplicates, reordered, strays, run, first)
 
 
+def _holes(sent: int, seqs: Sequence[int], sends: Sequence[int], first_ns: int, last_ns: int) -> Iterator[tuple[int, int, int]]:
+    """Each run of lost sequence numbers as (send time of the last packet received before it,
+    send time of the first received after it, packets lost), in sequence order. A run before
+    the first arrival starts at first_ns; one after the last arrival ends at last_ns."""
+    sent_at = dict(zip(seqs, sends))  # a duplicate carries the same send time
+    previous, previous_ns = -1, first_ns
+    for seq in sorted(s for s in sent_at if 0 <= s < sent):
+        if seq > previous + 1:
+            yield previous_ns, sent_at[seq], seq - previous - 1
+        previous, previous_ns = seq, sent_at[seq]
+    if previous < sent - 1:
+        yield previous_ns, last_ns, sent - 1 - previous
+
+
 def loss_runs(sent: int, seqs: Sequence[int], sends: Sequence[int], first_ns: int) -> list[list[float]]:
     """Each run of lost sequence numbers as [ms from first_ns of the last packet sent before
     the run, packets lost], in sequence order: when a fault began, and what it cost.
     A run before the first arrival is dated first_ns. `sends` are the send times of `seqs`."""
-    sent_at = dict(zip(seqs, sends))  # a duplicate carries the same send time
-    runs, previous, previous_ns = [], -1, first_ns
-    for seq in sorted(s for s in sent_at if 0 <= s < sent):
-        if seq > previous + 1:
-            runs.append([_ms(previous_ns - first_ns), seq - previous - 1])
-        previous, previous_ns = seq, sent_at[seq]
-    if previous < sent - 1:
-        runs.append([_ms(previous_ns - first_ns), sent - 1 - previous])
-    return runs
+    return [[_ms(before - first_ns), lost] for before, _after, lost in _holes(sent, seqs, sends, first_ns, first_ns)]
+
+
+def max_outage(sent: int, seqs: Sequence[int], sends: Sequence[int], first_ns: int, last_ns: int) -> int:
+    """The network's longest outage: the longest span of send times in which every packet was
+    lost. Unlike max_gap (arrival times) it is blind to the sender's own pauses, which lose
+    nothing: on a loaded machine a descheduled sender makes an arrival gap, not an outage."""
+    return max((after - before for before, after, _lost in _holes(sent, seqs, sends, first_ns, last_ns)), default=0)
 
 
 def _relative_marks(marks: dict[str, int], start: int) -> dict[str, float]:
@@ -149,6 +162,7 @@ class UdpResult:
     socket_drops: int  # dropped by the receiving socket (receiver too slow), not by the network
     max_gap_ms: float  # longest time without an arrival, within [first send, last send]
     max_gap_at_ms: float
+    max_outage_ms: float  # longest span of send times that lost every packet: see max_outage()
     gaps: list[list[float]]  # every gap >= gap_list_ms (20 ms): [began ms, length ms]
     longest_loss_run: int  # consecutive sequence numbers lost
     longest_loss_run_first_seq: int | None
@@ -173,7 +187,8 @@ class UdpResult:
             f"udp {self.src} -> {self.dst} {self.address}: sent {self.sent} in {self.duration_s:.2f} s "
             f"({self.achieved_pps:.0f} pps, target {self.target_pps}), received {self.received}, "
             f"lost {self.lost} ({100 * self.loss_ratio:.3f}%), dup {self.duplicates}, reordered {self.reordered}, "
-            f"max gap {self.max_gap_ms:.1f} ms at {self.max_gap_at_ms:.0f} ms, "
+            f"max gap {self.max_gap_ms:.1f} ms at {self.max_gap_at_ms:.0f} ms, outage {self.max_outage_ms:.1f} ms, "
+            f"sender pause {self.sender_max_gap_ms:.1f} ms, "
             f"longest loss run {self.longest_loss_run}, latency p99 {self.latency_ms['p99']:.3f} ms"
             + (f", send errors {self.send_errors}" if self.send_errors else "")
             + (f", socket drops {self.socket_drops}" if self.socket_drops else "")
@@ -212,6 +227,7 @@ def analyze_udp(
         socket_drops=receiver["socket_drops"],
         max_gap_ms=_ms(gap),
         max_gap_at_ms=_ms(gap_at - first),
+        max_outage_ms=_ms(max_outage(sent, seqs, sends, first, last)),
         gaps=gaps_over(arrivals, first, last, gap_list_ns),
         longest_loss_run=counts.longest_loss_run,
         longest_loss_run_first_seq=counts.longest_loss_run_first_seq,

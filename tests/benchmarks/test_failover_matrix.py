@@ -3,9 +3,10 @@
 One lab, one deployment: a sender-side carrier loss and a silent receiver ToR, each without
 protection, with kernel backup routes and with edgeft, under 10 kpps UDP and 50 Mbit/s TCP
 r1h1 -> r2h1's plane-a address, plus a few seconds without a fault. It asserts what each
-mode really does: edgeft keeps the gap within 10 ms (carrier loss) and 100 ms (silent
-switch) with the TCP connection intact; backup routes handle the carrier loss only; no
-protection loses the fault's whole duration. Run with -s to see the table.
+mode really does to the network's outage (the span of send times that lost every packet: a
+sender paused on a loaded machine makes an arrival gap, not an outage): edgeft keeps it
+within 10 ms (carrier loss) and 100 ms (silent switch) with the TCP connection intact;
+backup routes handle the carrier loss only; no protection loses the fault's whole duration. Run with -s to see the table.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def test_every_run_was_measured(report):
 @pytest.mark.slow
 def test_edgeft_keeps_the_gap_short_and_tcp_alive(report):
     link, silent = run(report, 'sender-link', 'edgeft'), run(report, 'silent-tor', 'edgeft')
-    assert link['udp']['max_gap_ms'] <= 10.0, link['udp']
-    assert silent['udp']['max_gap_ms'] <= 100.0, silent['udp']
+    assert link['udp']['max_outage_ms'] <= 10.0, link['udp']
+    assert silent['udp']['max_outage_ms'] <= 100.0, silent['udp']
     for r in (link, silent):
         assert r['tcp']['resets'] == 0 and r['tcp']['survived'], r['tcp']
         assert r['failovers'] >= 1, r['events']
@@ -76,7 +77,7 @@ def test_no_protection_loses_the_fault(report):
         udp = run(report, fault, 'none')['udp']
         # At 10 kpps the fault's duration alone is FAULT_SECONDS * 10000 packets.
         assert udp['lost'] >= 0.8 * FAULT_SECONDS * 10_000, (fault, udp['lost'])
-        assert udp['max_gap_ms'] >= 0.8 * FAULT_SECONDS * 1000, (fault, udp['max_gap_ms'])
+        assert udp['max_outage_ms'] >= 0.8 * FAULT_SECONDS * 1000, (fault, udp['max_outage_ms'])
 
 
 @pytest.mark.slow
@@ -84,8 +85,8 @@ def test_backup_routes_handle_carrier_loss_only(report):
     link, silent = run(report, 'sender-link', 'backup-routes'), run(report, 'silent-tor', 'backup-routes')
     unprotected = run(report, 'sender-link', 'none')['udp']
     # Carrier loss on the sender's NIC: the kernel takes the fab1 route at once.
-    assert link['udp']['max_gap_ms'] <= unprotected['max_gap_ms'] / 10, (link['udp']['max_gap_ms'], unprotected['max_gap_ms'])
+    assert link['udp']['max_outage_ms'] <= unprotected['max_outage_ms'] / 10, (link['udp']['max_outage_ms'], unprotected['max_outage_ms'])
     assert link['udp']['lost'] <= unprotected['lost'] / 10, (link['udp']['lost'], unprotected['lost'])
     # A silent switch leaves every carrier up: nothing moves, as without protection.
     assert silent['udp']['lost'] >= 0.8 * FAULT_SECONDS * 10_000, silent['udp']['lost']
-    assert silent['udp']['max_gap_ms'] >= 0.8 * FAULT_SECONDS * 1000, silent['udp']['max_gap_ms']
+    assert silent['udp']['max_outage_ms'] >= 0.8 * FAULT_SECONDS * 1000, silent['udp']['max_outage_ms']

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from edgeft_lab import Fault, Lab, LabError
 from edgeft_lab.traffic import TcpStream, UdpStream, check_lab_address, host_address
-from edgeft_lab.traffic_results import BIN_NS, count_sequences, gaps_over, loss_runs, max_gap, timeline
+from edgeft_lab.traffic_results import BIN_NS, count_sequences, gaps_over, loss_runs, max_gap, max_outage, timeline
 from lab_helpers import needs_root
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +44,22 @@ def test_loss_runs_are_dated_by_the_last_packet_sent_before_them():
     assert loss_runs(4, [2, 3], [first + 2 * ms, first + 3 * ms], first) == [[0.0, 2]]  # before the first arrival
     assert loss_runs(3, [], [], first) == [[0.0, 3]]
     assert loss_runs(3, [0, 1, 2, 99], [first] * 4, first) == []  # a stray is not a loss
+
+
+def test_max_outage_spans_the_send_times_that_lost_everything():
+    ms = 1_000_000
+    first = 5 * ms
+    # 0..9 sent a ms apart; 3-5 lost: the outage runs from 2's send to 6's.
+    seqs = [0, 1, 2, 6, 7, 8, 9]
+    sends = [first + seq * ms for seq in seqs]
+    assert max_outage(10, seqs, sends, first, first + 9 * ms) == 4 * ms
+    # The sender paused 30 ms between 4 and 5 but nothing was lost: an arrival gap, no outage.
+    sends = [first + seq * ms + (30 * ms if seq >= 5 else 0) for seq in range(10)]
+    assert max_outage(10, list(range(10)), sends, first, sends[-1]) == 0
+    assert max_gap(sends, first, sends[-1])[0] == 31 * ms
+    # Losses at either end reach the stream's bounds.
+    assert max_outage(10, [2, 3], [first + 2 * ms, first + 3 * ms], first, first + 9 * ms) == 6 * ms
+    assert max_outage(3, [], [], first, first + 2 * ms) == 2 * ms
 
 
 def test_max_gap_counts_the_stream_bounds():
