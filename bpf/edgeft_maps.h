@@ -41,6 +41,9 @@
  * peers' traffic and is never a target; an unconfigured one is left alone. */
 #define EDGEFT_PLANE_UP 0x1
 #define EDGEFT_PLANE_DRAINED 0x2
+/* A routed plane carries only its own prefixes: traffic steered onto it is
+ * translated to failover addresses (edgeft_fo_v1, edgeft_xlat.h). */
+#define EDGEFT_PLANE_ROUTED 0x4
 
 /* edgeft_peer_state.flags */
 #define EDGEFT_PEER_NO_LEARN 0x1 /* ingress never changes this peer's state */
@@ -89,6 +92,29 @@ struct edgeft_plane {
 	__u32 flags;   /* EDGEFT_PLANE_* */
 };
 
+/*
+ * Routed planes (docs/datapath.md "routed mode"): every host has a failover
+ * address per plane and family, standing for its native address on the other
+ * plane. Egress steering onto a routed plane t rewrites source and
+ * destination to their failover addresses on t (edgeft_fo_v1); the
+ * receiver's ingress rewrites them back (edgeft_xlat_v1), only when the
+ * destination is one of its own failover addresses.
+ */
+
+/* edgeft_fo_v1 key: a native address (ours or a peer's) and the plane whose
+ * failover address stands for it. Value: struct edgeft_addr, that address. */
+struct edgeft_fo_key {
+	struct edgeft_addr native;
+	__u32 plane;
+};
+
+/* edgeft_xlat_v1 value (key: struct edgeft_addr, a failover address). */
+#define EDGEFT_XLAT_LOCAL 0x1 /* the failover address is this host's own */
+struct edgeft_xlat {
+	struct edgeft_addr native; /* the native address it stands for */
+	__u32 flags;               /* EDGEFT_XLAT_* */
+};
+
 /* edgeft_ctrs_v1 value (per-CPU, key: __u32 plane of the NIC that counted). */
 struct edgeft_counters {
 	__u64 tx_packets;         /* egress to known peers, left on this plane */
@@ -102,6 +128,15 @@ struct edgeft_counters {
 	__u64 rx_bytes;
 	__u64 learned;            /* ingress moved a peer onto this plane */
 	__u64 unlearned;          /* the peer came back to this plane: learned bit cleared */
+};
+
+/* edgeft_xctr_v1 value (per-CPU, key: __u32 plane of the NIC that counted):
+ * the routed-mode translations, apart so edgeft_counters keeps its layout. */
+struct edgeft_xlat_counters {
+	__u64 translated_out;  /* egress: rewritten to failover addresses, steered here */
+	__u64 translated_in;   /* ingress: a peer's packet to our failover address, rewritten back */
+	__u64 icmp_errors_in;  /* ingress: ICMP errors to our failover address, rewritten back */
+	__u64 untranslatable;  /* should be steered onto a routed plane, no failover address known */
 };
 
 /* edgeft_seen_v1: __u64 last rx ns (bpf_ktime_get_ns, CLOCK_MONOTONIC),
@@ -182,6 +217,12 @@ EDGEFT_MAP("array", __u32, __u64, edgeft_sent_v1,
 EDGEFT_MAP("array", __u32, struct edgeft_plane, edgeft_plane_v1,
 	   EDGEFT_PLANE_SLOTS);
 EDGEFT_MAP("percpu_array", __u32, struct edgeft_counters, edgeft_ctrs_v1,
+	   EDGEFT_PLANE_SLOTS);
+EDGEFT_MAP("hash", struct edgeft_fo_key, struct edgeft_addr, edgeft_fo_v1,
+	   EDGEFT_MAX_ADDRS);
+EDGEFT_MAP("hash", struct edgeft_addr, struct edgeft_xlat, edgeft_xlat_v1,
+	   EDGEFT_MAX_ADDRS);
+EDGEFT_MAP("percpu_array", __u32, struct edgeft_xlat_counters, edgeft_xctr_v1,
 	   EDGEFT_PLANE_SLOTS);
 #endif /* BPF_TABLE */
 

@@ -5,17 +5,20 @@
  *
  *   edgeft_egress : note when we last sent to a known peer; steer its packets
  *                   off this plane when this plane is unusable towards it
- *                   (bpf_redirect_neigh, IP header untouched); everything
- *                   else passes.
- *   edgeft_ingress: record last-seen/counters for known peers, learn the
- *                   peer's plane choice from steered traffic and forget it
- *                   when the peer sends on its own plane again; answer the
- *                   agent probes and plane checks of known peers (the reflector).
+ *                   (bpf_redirect_neigh; onto an L2 plane with the IP header
+ *                   untouched, onto a routed plane translated to failover
+ *                   addresses); everything else passes.
+ *   edgeft_ingress: translate a peer's packets to our failover addresses back
+ *                   (routed planes); record last-seen/counters for known
+ *                   peers, learn the peer's plane choice from steered traffic
+ *                   and forget it when the peer sends on its own plane again;
+ *                   answer the agent probes and plane checks of known peers
+ *                   (the reflector).
  *
  * Both return TC_ACT_UNSPEC for anything they do not act on (other tc programs
- * still run) and never drop or modify a packet, except probe requests and
- * checks, which ingress turns into replies and sends back (docs/datapath.md,
- * docs/agent.md).
+ * still run) and never drop a packet or modify one, except probe requests and
+ * checks, which ingress turns into replies and sends back, and translated
+ * packets (docs/datapath.md, docs/agent.md).
  */
 #include <uapi/linux/bpf.h>
 #include <uapi/linux/pkt_cls.h>
@@ -276,6 +279,14 @@ static __always_inline int edgeft_reflect(struct __sk_buff *skb, __u32 family, _
 	return bpf_redirect(skb->ifindex, 0);
 }
 
+/* For edgeft_xlat.h, which cannot use bcc's map syntax itself. */
+static __always_inline struct edgeft_xlat *edgeft_xlat_find(struct edgeft_addr *failover)
+{
+	return edgeft_xlat_v1.lookup(failover);
+}
+
+#include "edgeft_xlat.h"
+
 /* Up and not drained: the plane may carry (or receive) steered traffic. */
 static __always_inline int edgeft_plane_ok(struct edgeft_plane *cfg)
 {
@@ -304,6 +315,29 @@ static __always_inline int edgeft_nexthop(struct edgeft_peer_state *st, __u32 t,
 	nh->nh_family = EDGEFT_AF_INET6;
 	__builtin_memcpy(nh->ipv6_nh, st->v6[t].w, sizeof(nh->ipv6_nh));
 	return (nh->ipv6_nh[0] | nh->ipv6_nh[1] | nh->ipv6_nh[2] | nh->ipv6_nh[3]) != 0;
+}
+
+/* Routed target t: the failover addresses on t of the packet's source (ours)
+ * and destination (the peer's); 0 when either has none. */
+static __always_inline int edgeft_failover_pair(const struct edgeft_pkt *p, __u32 t, struct edgeft_xlat_job *job)
+{
+	struct edgeft_fo_key key = {};
+
+	key.native = p->src;
+	key.plane = t;
+	struct edgeft_addr *src = edgeft_fo_v1.lookup(&key);
+	if (!src)
+		return 0;
+	job->to[0] = *src;
+	key.native = p->dst;
+	struct edgeft_addr *dst = edgeft_fo_v1.lookup(&key);
+	if (!dst)
+		return 0;
+	job->to[1] = *dst;
+	job->from[0] = p->src;
+	job->from[1] = p->dst;
+	job->ingress = 0;
+	return 1;
 }
 
 int edgeft_egress(struct __sk_buff *skb)
@@ -350,7 +384,8 @@ int edgeft_egress(struct __sk_buff *skb)
 
 	/* Target: the peer's active plane, else the first usable one. */
 	struct bpf_redir_neigh nh = {};
-	__u32 ifindex = 0, target = 0;
+	struct edgeft_xlat_job job = {};
+	__u32 ifindex = 0, target = 0, routed = 0;
 
 #pragma unroll
 	for (int i = 0; i <= EDGEFT_MAX_PLANES; i++) {
@@ -361,8 +396,22 @@ int edgeft_egress(struct __sk_buff *skb)
 		if (st->down_mask & (1 << t))
 			continue;
 		struct edgeft_plane *cfg = edgeft_plane_v1.lookup(&t);
-		if (!edgeft_plane_ok(cfg) || !edgeft_nexthop(st, t, p.family, &nh))
+		if (!edgeft_plane_ok(cfg))
 			continue;
+		if (cfg->flags & EDGEFT_PLANE_ROUTED) {
+			/* t routes only its own prefixes: the peer is reached at its
+			 * failover address there, from ours, next hop by the FIB. */
+			if (!edgeft_failover_pair(&p, t, &job)) {
+				struct edgeft_xlat_counters *x = edgeft_xctr_v1.lookup(&me);
+
+				if (x)
+					x->untranslatable++;
+				continue;
+			}
+			routed = 1;
+		} else if (!edgeft_nexthop(st, t, p.family, &nh)) {
+			continue;
+		}
 		ifindex = cfg->ifindex;
 		target = t;
 		break;
@@ -372,6 +421,8 @@ int edgeft_egress(struct __sk_buff *skb)
 			c->steer_skipped++;
 		return TC_ACT_UNSPEC;
 	}
+	if (routed && edgeft_xlat_packet(skb, p.family, &job) < 0)
+		return TC_ACT_SHOT; /* half-translated: must not leave */
 	if (c) {
 		c->steered_packets++;
 		c->steered_bytes += skb->len;
@@ -381,7 +432,58 @@ int edgeft_egress(struct __sk_buff *skb)
 		in->steered_in_packets++;
 		in->steered_in_bytes += skb->len;
 	}
-	return edgeft_redirect_neigh(ifindex, &nh, sizeof(nh), 0);
+	if (routed) {
+		struct edgeft_xlat_counters *x = edgeft_xctr_v1.lookup(&target);
+
+		if (x)
+			x->translated_out++;
+	}
+	/* Routed: no next hop given, the FIB finds the plane's gateway for the
+	 * failover address. */
+	return edgeft_redirect_neigh(ifindex, routed ? (void *)0 : &nh, routed ? 0 : sizeof(nh), 0);
+}
+
+/*
+ * Ingress of a packet to one of our failover addresses (`mine`): a peer's
+ * translated packet is rewritten back to both native addresses (1: carry on
+ * with them); an ICMP error from anyone (a router of this plane about a
+ * translated packet) gets our native address and its quote translated (0);
+ * anything else is native traffic to the failover address, left alone (0).
+ * -1: a store failed half-way.
+ */
+static __always_inline int edgeft_translate_in(struct __sk_buff *skb, struct edgeft_pkt *p, struct edgeft_addr *native)
+{
+	struct edgeft_xlat_job job = {};
+	struct edgeft_xlat *peer = edgeft_xlat_v1.lookup(&p->src);
+	__u32 me = EDGEFT_PLANE;
+	struct edgeft_xlat_counters *x = edgeft_xctr_v1.lookup(&me);
+
+	job.from[0] = p->src;
+	job.from[1] = p->dst;
+	job.to[0] = p->src;
+	job.to[1] = *native;
+	job.ingress = 1;
+	if (peer && !(peer->flags & EDGEFT_XLAT_LOCAL)) {
+		job.to[0] = peer->native;
+		if (edgeft_xlat_packet(skb, p->family, &job) < 0)
+			return -1;
+		p->src = job.to[0];
+		p->dst = job.to[1];
+		if (x)
+			x->translated_in++;
+		return 1;
+	}
+
+	struct edgeft_l4 l4;
+
+	edgeft_find_l4(skb, p->family, &l4);
+	if (!edgeft_icmp_error(skb, p->family, &l4))
+		return 0;
+	if (edgeft_xlat_packet(skb, p->family, &job) < 0)
+		return -1;
+	if (x)
+		x->icmp_errors_in++;
+	return 0;
 }
 
 int edgeft_ingress(struct __sk_buff *skb)
@@ -390,6 +492,17 @@ int edgeft_ingress(struct __sk_buff *skb)
 
 	if (edgeft_parse(skb, &p) < 0)
 		return TC_ACT_UNSPEC;
+
+	struct edgeft_xlat *mine = edgeft_xlat_v1.lookup(&p.dst);
+	if (mine && (mine->flags & EDGEFT_XLAT_LOCAL)) {
+		struct edgeft_addr native = mine->native;
+		int r = edgeft_translate_in(skb, &p, &native);
+
+		if (r < 0)
+			return TC_ACT_SHOT; /* half-translated: must not reach the stack */
+		if (r == 0)
+			return TC_ACT_UNSPEC;
+	}
 
 	struct edgeft_peer_ref *ref = edgeft_peers_v1.lookup(&p.src);
 	if (!ref)

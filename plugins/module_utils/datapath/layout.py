@@ -19,7 +19,9 @@ PLANE_NONE = 255
 
 PLANE_UP = 0x1
 PLANE_DRAINED = 0x2
+PLANE_ROUTED = 0x4
 PEER_NO_LEARN = 0x1
+XLAT_LOCAL = 0x1
 
 # Fixed constants: asserted equal in every compile.
 CONSTANTS = {
@@ -29,6 +31,8 @@ CONSTANTS = {
     "EDGEFT_PLANE_UP": PLANE_UP,
     "EDGEFT_PLANE_DRAINED": PLANE_DRAINED,
     "EDGEFT_PEER_NO_LEARN": PEER_NO_LEARN,
+    "EDGEFT_PLANE_ROUTED": PLANE_ROUTED,
+    "EDGEFT_XLAT_LOCAL": XLAT_LOCAL,
 }
 
 # Overridable with -D<name>=<value>; the header's defaults.
@@ -98,7 +102,31 @@ class Counters(ctypes.Structure):
     ]
 
 
-STRUCTS = (Addr, PeerRef, PeerState, Plane, Counters)
+class FoKey(ctypes.Structure):
+    """edgeft_fo_v1 key: a native address and the plane of the failover address standing for it."""
+
+    c_name = "edgeft_fo_key"
+    _fields_ = [("native", Addr), ("plane", ctypes.c_uint32)]
+
+
+class Xlat(ctypes.Structure):
+    """edgeft_xlat_v1 value: the native address a failover address stands for."""
+
+    c_name = "edgeft_xlat"
+    _fields_ = [("native", Addr), ("flags", ctypes.c_uint32)]
+
+
+class XlatCounters(ctypes.Structure):
+    c_name = "edgeft_xlat_counters"
+    _fields_ = [
+        ("translated_out", ctypes.c_uint64),
+        ("translated_in", ctypes.c_uint64),
+        ("icmp_errors_in", ctypes.c_uint64),
+        ("untranslatable", ctypes.c_uint64),
+    ]
+
+
+STRUCTS = (Addr, PeerRef, PeerState, Plane, Counters, FoKey, Xlat, XlatCounters)
 
 MapSpec = namedtuple("MapSpec", "name map_type key value max_entries")
 """max_entries(tunables dict) -> int, the same expression as the header's."""
@@ -122,6 +150,9 @@ MAPS = (
     ),
     MapSpec("edgeft_plane_v1", MAP_ARRAY, ctypes.c_uint32, Plane, lambda t: PLANE_SLOTS),
     MapSpec("edgeft_ctrs_v1", MAP_PERCPU_ARRAY, ctypes.c_uint32, Counters, lambda t: PLANE_SLOTS),
+    MapSpec("edgeft_fo_v1", MAP_HASH, FoKey, Addr, lambda t: t["EDGEFT_MAX_ADDRS"]),
+    MapSpec("edgeft_xlat_v1", MAP_HASH, Addr, Xlat, lambda t: t["EDGEFT_MAX_ADDRS"]),
+    MapSpec("edgeft_xctr_v1", MAP_PERCPU_ARRAY, ctypes.c_uint32, XlatCounters, lambda t: PLANE_SLOTS),
 )
 MAPS_BY_NAME = {m.name: m for m in MAPS}
 

@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import ipaddress
 import os
 import time
 
@@ -144,6 +145,9 @@ class DatapathMaps:
         self.sent = handles["edgeft_sent_v1"]
         self.planes = handles["edgeft_plane_v1"]
         self.counters = handles["edgeft_ctrs_v1"]
+        self.failover = handles["edgeft_fo_v1"]
+        self.xlat = handles["edgeft_xlat_v1"]
+        self.xlat_counters = handles["edgeft_xctr_v1"]
 
     @classmethod
     def from_fds(cls, fds: dict, owned: bool = False) -> "DatapathMaps":
@@ -183,8 +187,8 @@ class DatapathMaps:
         self.close()
 
     # planes --------------------------------------------------------------
-    def set_plane(self, plane: int, ifindex: int, up: bool = True, drained: bool = False) -> None:
-        flags = (layout.PLANE_UP if up else 0) | (layout.PLANE_DRAINED if drained else 0)
+    def set_plane(self, plane: int, ifindex: int, up: bool = True, drained: bool = False, routed: bool = False) -> None:
+        flags = (layout.PLANE_UP if up else 0) | (layout.PLANE_DRAINED if drained else 0) | (layout.PLANE_ROUTED if routed else 0)
         self.planes.put(plane, layout.Plane(ifindex=ifindex, flags=flags))
 
     def get_plane(self, plane: int) -> dict:
@@ -193,6 +197,7 @@ class DatapathMaps:
             "ifindex": p.ifindex,
             "up": bool(p.flags & layout.PLANE_UP),
             "drained": bool(p.flags & layout.PLANE_DRAINED),
+            "routed": bool(p.flags & layout.PLANE_ROUTED),
         }
 
     def set_plane_flags(self, plane: int, flags: int) -> None:
@@ -207,6 +212,38 @@ class DatapathMaps:
             "peers": bpfsys.map_info(self.state.fd).max_entries,
             "addresses": bpfsys.map_info(self.peers.fd).max_entries,
         }
+
+    # failover addresses (routed planes) -----------------------------------
+    def set_failover(self, native: str, plane: int, failover: str, local: bool = False) -> None:
+        """`failover` on `plane` stands for `native` (this host's own when local):
+        egress translates to it, ingress back (both directions' entries)."""
+        native_key, failover_key = addresses.to_key(native), addresses.to_key(failover)
+        if _is_v4_key(native_key) != _is_v4_key(failover_key):
+            raise DatapathError("failover address %s and native address %s are not of one family" % (failover, native))
+        old = self.failover.get(layout.FoKey(native=native_key, plane=plane))
+        if old is not None and bytes(old) != bytes(failover_key):
+            self.xlat.delete(old)
+        self.xlat.put(failover_key, layout.Xlat(native=native_key, flags=layout.XLAT_LOCAL if local else 0))
+        self.failover.put(layout.FoKey(native=native_key, plane=plane), failover_key)
+
+    def delete_failover(self, native: str, plane: int) -> bool:
+        key = layout.FoKey(native=addresses.to_key(native), plane=plane)
+        old = self.failover.get(key)
+        if old is None:
+            return False
+        self.xlat.delete(old)
+        return self.failover.delete(key)
+
+    def failovers(self) -> dict:
+        """(native, plane) -> (failover address, local)."""
+        out = {}
+        for k in self.failover.keys():
+            addr = self.failover.get(k)
+            if addr is None:
+                continue
+            x = self.xlat.get(addr)
+            out[(addresses.from_key(k.native), k.plane)] = (addresses.from_key(addr), bool(x and x.flags & layout.XLAT_LOCAL))
+        return out
 
     # peers ---------------------------------------------------------------
     def set_address(self, address: str, peer_id: int, plane: int = layout.PLANE_NONE) -> None:
@@ -369,11 +406,11 @@ class DatapathMaps:
 
     def plane_counters(self, plane: int) -> dict:
         """Counters of one plane, summed over CPUs."""
-        total = {f[0]: 0 for f in layout.Counters._fields_}
-        for per_cpu in self.counters.get(plane):
-            for name in total:
-                total[name] += getattr(per_cpu, name)
-        return total
+        return _sum_per_cpu(self.counters, plane, layout.Counters)
+
+    def xlat_counters_of(self, plane: int) -> dict:
+        """Routed-mode translation counters of one plane, summed over CPUs."""
+        return _sum_per_cpu(self.xlat_counters, plane, layout.XlatCounters)
 
     def clear(self) -> None:
         """Empty every map (tests, or a host leaving the fabric)."""
@@ -413,3 +450,15 @@ def _mask(planes) -> int:
             raise ValueError("plane %d out of range 0..%d" % (p, layout.PLANE_SLOTS - 1))
         m |= 1 << p
     return m
+
+
+def _is_v4_key(key) -> bool:
+    return ipaddress.IPv6Address(bytes(key)).ipv4_mapped is not None
+
+
+def _sum_per_cpu(handle, key, struct) -> dict:
+    total = {f[0]: 0 for f in struct._fields_}
+    for per_cpu in handle.get(key):
+        for name in total:
+            total[name] += getattr(per_cpu, name)
+    return total
