@@ -25,6 +25,8 @@ description:
     through a NIC that is down).
   - Everything is validated before anything changes; an error names the option, for example
     C(planes[1].ipv4). A failure while applying undoes what the run had changed.
+  - On routed planes, each plane's failover addresses (O(planes[].failover4), O(planes[].failover6))
+    are installed on its NIC with their source rules, recorded and removed like the native addresses.
   - Returns the network plan, the one description of the host's multihomed networking that the
     persistence renderers write to configuration files (see docs/multihome.md).
 author:
@@ -72,6 +74,23 @@ options:
         default: false
       switch:
         description: The switch serving the host on this plane. Informational; used by the drain playbooks, ignored here.
+        type: str
+      failover4:
+        description:
+          - Routed planes only. The host's IPv4 failover address on this plane, without prefix length,
+            for example V(198.19.255.1); traffic of the host's native address on another plane is
+            translated to it when that plane fails.
+          - Installed on the NIC as a V(/32) with a source rule to the plane's table like the native
+            address's. It needs O(planes[].ipv4), must lie outside every plane's native subnet and
+            differ from the other planes' failover addresses.
+          - The role computes it from C(edgeft_failover_prefixes) with the
+            P(edgeft.failover.failover_addresses#filter) filter.
+        type: str
+      failover6:
+        description:
+          - Routed planes only. The host's IPv6 failover address on this plane, without prefix length.
+          - Installed as a V(/128) without duplicate address detection and with a preferred lifetime of
+            0, so the kernel never picks it as a source address; otherwise as O(planes[].failover4).
         type: str
   state_dir:
     description:
@@ -141,6 +160,20 @@ EXAMPLES = r'''
         ipv6: fd0e:d6ef:7b00:1::b/64
         mtu: 9000
 
+- name: Routed planes with failover addresses
+  edgeft.failover.multihome:
+    planes:
+      - name: a
+        interface: fab0
+        ipv4: 198.18.1.11/24
+        gateway4: 198.18.1.1
+        failover4: 198.18.255.1
+      - name: b
+        interface: fab1
+        ipv4: 198.19.1.11/24
+        gateway4: 198.19.1.1
+        failover4: 198.19.255.1
+
 - name: A routed plane, from the inventory
   edgeft.failover.multihome:
     planes: "{{ edgeft_planes }}"
@@ -188,6 +221,15 @@ plan:
       net.ipv4.conf.fab0.ignore_routes_with_linkdown: "1"
       net.ipv6.conf.fab0.ignore_routes_with_linkdown: "1"
       net.ipv6.conf.fab0.accept_ra: "0"
+failover_addresses:
+  description:
+    - The failover addresses installed per plane NIC (empty with O(state=absent)).
+    - They are not in RV(plan)'s addresses - persistent network configuration cannot mark an address
+      as never a source, so they are live only; their source rules are in RV(plan).
+  returned: always
+  type: dict
+  sample:
+    fab1: [198.19.255.1/32, "fd0e:d6ef:7b00:ff::1/128"]
 added:
   description: Addresses (C(CIDR dev NIC)), routes and rules added (in check mode - would be added).
   returned: always
@@ -244,6 +286,8 @@ def main():
                 gateway6=dict(type='str'),
                 accept_ra=dict(type='bool', default=False),
                 switch=dict(type='str'),
+                failover4=dict(type='str'),
+                failover6=dict(type='str'),
             )),
             state_dir=dict(type='path', default='/var/lib/edgeft'),
             table_base=dict(type='int', default=DEFAULT_TABLE_BASE),

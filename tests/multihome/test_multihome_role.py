@@ -171,6 +171,26 @@ def test_bad_input_fails_naming_the_option_and_changes_nothing(mh_lab, change, m
     assert snapshot(mh_lab, "r1h2") == before
 
 
+FAILOVER_PREFIXES = {"a": {"ipv6": "fd0e:d6ef:7aff::/64"}, "b": {"ipv6": "fd0e:d6ef:7bff::/64"}}
+
+
+def test_failover_prefixes_install_every_hosts_failover_addresses_and_rules(mh_lab):
+    """Routed planes: one failover address per plane from edgeft_failover_prefixes, hosts in name order.
+    (IPv6 only: the lab's IPv4 planes fill 198.18.0.0/15, which leaves no IPv4 prefix outside them.)"""
+    extra = json.dumps({"edgeft_failover_prefixes": FAILOVER_PREFIXES})
+    rc, out, recap = run_playbook(mh_lab.inventory_path, "-e", extra)
+    assert rc == 0, out[-6000:]
+    assert all(changed == 1 and not failed for changed, failed in recap.values()), recap
+    for number, host in enumerate(sorted(HOSTS), start=1):
+        now = snapshot(mh_lab, host)
+        for nic, plane, table, priority in (("fab0", "7aff", 60901, 32700), ("fab1", "7bff", 60902, 32701)):
+            failover = "fd0e:d6ef:%s::%d" % (plane, number)
+            assert "%s/128" % failover in now["addresses"][nic], (host, now["addresses"])
+            assert (6, priority, "%s/128" % failover, table, PROTO) in now["rules"], host
+    rc, out, recap = run_playbook(mh_lab.inventory_path, "-e", extra)
+    assert rc == 0 and recap == {host: (0, 0) for host in HOSTS}, out[-6000:]
+
+
 def test_absent_removes_everything_and_restores_the_sysctls(mh_lab):
     inv = inventory(mh_lab)
     rc, out, recap = run_playbook(mh_lab.inventory_path, "-e", "multihome_state=absent")

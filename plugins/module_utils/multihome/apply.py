@@ -36,7 +36,7 @@ def execute(host, step) -> None:
     elif op == "link":
         host.set_up(step["dev"], step["up"])
     elif op in ("addr_add", "addr_del"):
-        host.address(op[5:], step["dev"], step["cidr"])
+        host.address(op[5:], step["dev"], step["cidr"], failover=bool(step.get("failover")))
     elif op in ("route_add", "route_del"):
         host.route(op[6:], step["route"])
     elif op in ("rule_add", "rule_del"):

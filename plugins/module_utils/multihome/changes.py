@@ -62,14 +62,24 @@ def sysctl_nic(key):
 
 
 # ------------------------------------------------------------ declaration
-def desired(plan) -> dict:
-    """The plan as sets of host items: {nics, mtu, addresses, routes, rules, sysctls}."""
-    out = {"nics": [], "mtu": {}, "addresses": {}, "routes": [], "rules": [], "sysctls": dict(plan.get("sysctls") or {})}
+def desired(plan, failover=None) -> dict:
+    """The plan as sets of host items: {nics, mtu, addresses, failover, routes, rules, sysctls}.
+
+    failover ({nic: [cidr]}, spec.failover_addresses) joins the NIC's addresses, so it is
+    recorded and removed like them; the set out["failover"] marks the ones installed as
+    failover addresses (IPv6: nodad, never preferred as a source)."""
+    failover = failover or {}
+    out = {"nics": [], "mtu": {}, "addresses": {}, "failover": set(), "routes": [], "rules": [],
+           "sysctls": dict(plan.get("sysctls") or {})}
     for iface in plan.get("interfaces") or []:
         nic = iface["name"]
         out["nics"].append(nic)
         out["mtu"][nic] = iface.get("mtu")
         out["addresses"][nic] = [str(ipaddress.ip_interface(a)) for a in iface.get("addresses") or []]
+        for cidr in failover.get(nic) or []:
+            cidr = str(ipaddress.ip_interface(cidr))
+            out["addresses"][nic].append(cidr)
+            out["failover"].add((nic, cidr))
         for r in iface.get("routes") or []:
             if r.get("table") is None:  # main-table routes (backup routes) belong to another module
                 continue
@@ -151,14 +161,16 @@ class Changes:
         return out
 
 
-def compute(plan, live, record, where=None) -> Changes:
+def compute(plan, live, record, where=None, failover=None) -> Changes:
     """Ordered steps from live to plan, the record after them, and the diff views.
 
     live: {links: {nic: {mtu, up, ...}}, addresses: {nic: [cidr]}, routes: [...] (tables of
-    interest), rules: [...], sysctls: {key: value or None}}. where: {(nic, cidr): option} for messages.
+    interest), rules: [...], sysctls: {key: value or None}, and optionally failover_ready:
+    {(nic, cidr)} of IPv6 addresses already nodad and deprecated}. where: {(nic, cidr): option}
+    for messages. failover: {nic: [cidr]} of failover addresses (see desired).
     """
     where = where or {}
-    want = desired(plan)
+    want = desired(plan, failover)
     ch = Changes()
     links, addrs = live["links"], live["addresses"]
     recorded_nics = record["interfaces"]
@@ -216,12 +228,24 @@ def compute(plan, live, record, where=None) -> Changes:
 
     # -- addresses
     removing = set()
+    ready = live.get("failover_ready")
     for nic in want["nics"]:
         have = addrs.get(nic, [])
         for cidr in want["addresses"][nic]:
+            is_failover = (nic, cidr) in want["failover"]
             if cidr in have:
+                # An IPv6 failover address without its flags (added by hand, or before it was one)
+                # could be picked as a source address: put it back with them.
+                if is_failover and ready is not None and _ip(cidr).version == 6 and (nic, cidr) not in ready \
+                        and (nic, cidr) not in removing:
+                    early.append({"op": "addr_del", "dev": nic, "cidr": cidr})
+                    add_addr.append({"op": "addr_add", "dev": nic, "cidr": cidr, "failover": True})
+                    removing.add((nic, cidr))
                 continue
-            add_addr.append({"op": "addr_add", "dev": nic, "cidr": cidr})
+            step = {"op": "addr_add", "dev": nic, "cidr": cidr}
+            if is_failover:
+                step["failover"] = True
+            add_addr.append(step)
             ip = _ip(cidr)
             for other_nic, cidrs in sorted(addrs.items()):
                 for other in cidrs:
@@ -290,6 +314,8 @@ def simulate(live, steps) -> dict:
             out["links"][s["dev"]]["up"] = s["up"]
         elif op == "addr_add":
             out["addresses"].setdefault(s["dev"], []).append(s["cidr"])
+            if s.get("failover") and out.get("failover_ready") is not None:
+                out["failover_ready"].add((s["dev"], s["cidr"]))
         elif op == "addr_del":
             out["addresses"][s["dev"]] = [a for a in out["addresses"].get(s["dev"], []) if a != s["cidr"]]
         elif op == "route_add":

@@ -38,6 +38,9 @@ RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_HOST = 0, 253, 254
 SCOPE_NAMES = {RT_SCOPE_UNIVERSE: None, RT_SCOPE_LINK: "link", RT_SCOPE_HOST: "host"}
 SCOPE_NUMBERS = {None: RT_SCOPE_UNIVERSE, "link": RT_SCOPE_LINK, "host": RT_SCOPE_HOST}
 RTN_UNICAST = 1
+IFA_F_NODAD = 0x02
+IFA_F_DEPRECATED = 0x20
+INFINITY_LIFE_TIME = 0xFFFFFFFF
 FR_ACT_TO_TBL = 1
 FIB_RULE_INVERT = 0x2
 UNSET = (None, 0xFFFFFFFF)  # how the kernel reports an unset suppress_* selector
@@ -133,6 +136,21 @@ class Host:
                 continue
             name = self._names.get(msg["index"], "#%d" % msg["index"])
             out.setdefault(name, []).append(str(iface))
+        return out
+
+    def failover_ready(self) -> set:
+        """{(ifname, cidr)} of IPv6 addresses installed as failover addresses: without
+        duplicate address detection and deprecated (preferred lifetime 0) for good."""
+        if not self._names:
+            self.links()
+        out = set()
+        for msg in self.ipr.get_addr(family=socket.AF_INET6):
+            flags = _attr(msg, "IFA_FLAGS", msg["flags"])
+            cacheinfo = msg.get_attr("IFA_CACHEINFO") or {}
+            if flags & IFA_F_NODAD and flags & IFA_F_DEPRECATED and cacheinfo.get("ifa_preferred") == 0 \
+                    and cacheinfo.get("ifa_valid") == INFINITY_LIFE_TIME:
+                name = self._names.get(msg["index"], "#%d" % msg["index"])
+                out.add((name, str(ipaddress.ip_interface("%s/%d" % (msg.get_attr("IFA_ADDRESS"), msg["prefixlen"])))))
         return out
 
     def routes(self, tables) -> list:
@@ -240,11 +258,19 @@ class Host:
         self._call("setting %s %s" % (ifname, "up" if up else "down"), self.ipr.link, "set",
                    index=self.index(ifname), state="up" if up else "down")
 
-    def address(self, op, ifname, cidr):
+    def address(self, op, ifname, cidr, failover=False):
+        """failover: an IPv6 address goes in with nodad (no DAD delay, it is unique by allocation) and
+        a preferred lifetime of 0, so source address selection never picks it (RFC 6724 rule 3); IPv4
+        source selection has no such rule and takes the NIC's first primary address, the native one."""
         iface = ipaddress.ip_interface(cidr)
+        kwargs = {}
+        if failover and op == "add" and iface.version == 6:
+            kwargs["flags"] = IFA_F_NODAD
+            # cacheinfo as a dict: pyroute2 0.7 drops the preferred_lft keyword (it sends forever).
+            kwargs["cacheinfo"] = {"preferred": 0, "valid": INFINITY_LIFE_TIME}
         self._call("%s address %s on %s" % ("adding" if op == "add" else "deleting", cidr, ifname), self.ipr.addr, op,
                    index=self.index(ifname), address=str(iface.ip), prefixlen=iface.network.prefixlen,
-                   family=AF[iface.version])
+                   family=AF[iface.version], **kwargs)
 
     def route(self, op, route):
         family = route["family"]

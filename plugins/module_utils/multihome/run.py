@@ -23,7 +23,8 @@ def check_target():
 
 
 def declared(params, links):
-    """(plan, where) of a present state: {(nic, cidr): option} names addresses in messages."""
+    """(planes, plan, where, failover) of a present state: {(nic, cidr): option} names addresses in
+    messages; failover is {nic: [cidr]} of the failover addresses, installed beside the plan."""
     planes = spec.normalize_planes(params.get("planes"), links)
     table_base, priority_base = spec.check_numbers(params.get("table_base"), params.get("rule_priority_base"), len(planes))
     manage_sysctls = spec.as_bool(params.get("sysctls"), "sysctls", default=True)
@@ -33,7 +34,10 @@ def declared(params, links):
         for key, _version, _gw in spec.FAMILIES:
             if p[key] is not None:
                 where[(p["interface"], str(p[key]))] = "%s.%s" % (p["where"], key)
-    return planes, plan, where
+        for _key, _version, failover_key in spec.FAILOVER_KEYS:
+            if p[failover_key] is not None:
+                where[(p["interface"], spec.failover_cidr(p[failover_key]))] = "%s.%s" % (p["where"], failover_key)
+    return planes, plan, where, spec.failover_addresses(planes)
 
 
 def check_ipv6(planes, links, read_sysctl):
@@ -59,6 +63,7 @@ def read_live(host, plan, record, links):
         "routes": host.routes(diff.tables_of_interest(plan, record)),
         "rules": host.rules(),
         "sysctls": {k: host.sysctl(k) for k in diff.sysctls_of_interest(plan, record)},
+        "failover_ready": host.failover_ready(),
     }
 
 
@@ -72,18 +77,18 @@ def multihome(params, check_mode=False):
     with Host() as host:
         links = host.links()
         if state == "present":
-            planes, plan, where = declared(params, links)
+            planes, plan, where, failover = declared(params, links)
             check_ipv6(planes, links, host.sysctl)
         else:
-            plan, where = spec.empty_plan(), {}
+            plan, where, failover = spec.empty_plan(), {}, {}
         # A first pass without the lock: check mode and refused input write nothing, not even a lock file.
         old = store.load()
-        ch = diff.compute(plan, read_live(host, plan, old, links), old, where)
+        ch = diff.compute(plan, read_live(host, plan, old, links), old, where, failover)
         if not check_mode and (ch.changed or ch.record != old):
             with store.locked():
                 old = store.load()  # again under the lock: another run may have just finished
                 links = host.links()
-                ch = diff.compute(plan, read_live(host, plan, old, links), old, where)
+                ch = diff.compute(plan, read_live(host, plan, old, links), old, where, failover)
                 if ch.changed:
                     store.save(ch.intent_record(old))
                     try:
@@ -97,6 +102,7 @@ def multihome(params, check_mode=False):
     result = {
         "changed": ch.changed,
         "plan": plan,
+        "failover_addresses": failover,
         "added": added,
         "removed": removed,
         "sysctls_changed": sysctls_changed,

@@ -37,6 +37,8 @@ NIC_SYSCTLS = (
     ("ipv6", "ignore_routes_with_linkdown", "1"),
 )
 FAMILIES = (("ipv4", 4, "gateway4"), ("ipv6", 6, "gateway6"))
+# Routed planes: the per-plane failover address of each family (docs/multihome.md).
+FAILOVER_KEYS = (("ipv4", 4, "failover4"), ("ipv6", 6, "failover6"))
 
 
 class OptionError(ValueError):
@@ -148,8 +150,29 @@ def gateway_address(value, where, iface, addr_where):
     return gw
 
 
+def failover_address(value, where, plane_iface, addr_where):
+    """A routed plane's failover address: a plain unicast address of the plane's family."""
+    text = str(value).strip()
+    version = 4 if where.endswith("4") else 6
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        hint = " (give it without a prefix length)" if "/" in text else ""
+        raise OptionError("%s: %r is not an IP address%s" % (where, value, hint)) from None
+    if ip.version != version:
+        raise OptionError("%s: %s is not an IPv%d address" % (where, ip, version))
+    if ip.is_unspecified or ip.is_loopback or ip.is_multicast or version == 6 and (
+            ip.is_link_local or ip.ipv4_mapped is not None):
+        raise OptionError("%s: %s is not a global unicast address" % (where, ip))
+    if plane_iface is None:
+        raise OptionError("%s: a failover address needs the plane's own address of that family (%s): its source "
+                          "rule looks up the plane's table" % (where, addr_where))
+    return ip
+
+
 def normalize_planes(planes, links=None, option="planes") -> list:
-    """Validate the declaration; [{name, interface, index, where, ipv4, ipv6, gateway4, gateway6, mtu, accept_ra}].
+    """Validate the declaration; [{name, interface, index, where, ipv4, ipv6, gateway4, gateway6, mtu, accept_ra,
+    failover4, failover6}].
 
     links ({ifname: {mtu, min_mtu, max_mtu, ...}} from host.Host.links) checks that each
     NIC exists and the MTU fits it; None skips the host checks.
@@ -180,6 +203,10 @@ def normalize_planes(planes, links=None, option="planes") -> list:
                 gw, "%s.%s" % (where, gw_key), entry[key], "%s.%s" % (where, key))
         if entry["ipv4"] is None and entry["ipv6"] is None:
             raise OptionError("%s: plane %r declares no address: give ipv4, ipv6 or both" % (where, name))
+        for key, _version, failover_key in FAILOVER_KEYS:
+            value = plane.get(failover_key)
+            entry[failover_key] = None if value in (None, "") else failover_address(
+                value, "%s.%s" % (where, failover_key), entry[key], "%s.%s" % (where, key))
         mtu = plane.get("mtu")
         entry["mtu"] = None if mtu in (None, "") else _int(mtu, where + ".mtu", MTU_MIN, MTU_MAX)
         if entry["mtu"] is not None and entry["ipv6"] is not None and entry["mtu"] < MTU_MIN_IPV6:
@@ -190,6 +217,7 @@ def normalize_planes(planes, links=None, option="planes") -> list:
             _check_on_host(entry, links)
         out.append(entry)
     _check_overlaps(out)
+    _check_failover(out)
     return out
 
 
@@ -214,6 +242,32 @@ def _check_overlaps(planes):
                 if a is not None and b is not None and a.network.overlaps(b.network):
                     raise OptionError("%s.%s: %s overlaps %s.%s %s; planes must use disjoint subnets"
                                       % (second["where"], key, b.network, first["where"], key, a.network))
+
+
+def _check_failover(planes):
+    """Failover addresses stay out of every native subnet: inside one, the subnet's source rule,
+    connected route and neighbours would claim it. Each is unique on the host."""
+    seen = {}
+    for plane in planes:
+        for key, _version, failover_key in FAILOVER_KEYS:
+            ip = plane[failover_key]
+            if ip is None:
+                continue
+            where = "%s.%s" % (plane["where"], failover_key)
+            for other in planes:
+                native = other[key]
+                if native is not None and ip in native.network:
+                    what = "this host's own address" if ip == native.ip else "inside the native subnet %s" % native.network
+                    raise OptionError("%s: %s is %s (%s.%s); give an address outside every plane's native subnets, "
+                                      "from the plane's failover prefix" % (where, ip, what, other["where"], key))
+            if ip in seen:
+                raise OptionError("%s: %s is also %s; every plane needs its own failover address" % (where, ip, seen[ip]))
+            seen[ip] = where
+
+
+def failover_cidr(ip) -> str:
+    """A failover address as installed: a host route (/32, /128), never a connected prefix."""
+    return "%s/%d" % (ip, ip.max_prefixlen)
 
 
 def check_numbers(table_base, priority_base, count):
@@ -250,12 +304,28 @@ def plane_routes(plane, table) -> list:
 
 
 def plane_rules(plane, table, priority) -> list:
+    """A source rule per native address, then per failover address: traffic from either uses the plane."""
     rules = []
     for key, version, _gw in FAMILIES:
         if plane[key] is not None:
             ip = plane[key].ip
             rules.append({"family": version, "from": "%s/%d" % (ip, ip.max_prefixlen), "table": table, "priority": priority})
+    for _key, version, failover_key in FAILOVER_KEYS:
+        if plane.get(failover_key) is not None:
+            rules.append({"family": version, "from": failover_cidr(plane[failover_key]), "table": table,
+                          "priority": priority})
     return rules
+
+
+def failover_addresses(planes) -> dict:
+    """{nic: [cidr]} of the failover addresses to install. Kept out of the plan's addresses: the
+    persistence formats cannot say 'nodad, never a source address', so they are live only."""
+    out = {}
+    for plane in planes:
+        cidrs = [failover_cidr(plane[k]) for _f, _v, k in FAILOVER_KEYS if plane.get(k) is not None]
+        if cidrs:
+            out[plane["interface"]] = cidrs
+    return out
 
 
 def build_plan(planes, table_base=DEFAULT_TABLE_BASE, priority_base=DEFAULT_PRIORITY_BASE, sysctls=True) -> dict:

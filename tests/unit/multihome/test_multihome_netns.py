@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,51 @@ def test_missing_pyroute2_is_named():
             "try:\n    run.check_target()\nexcept run.spec.OptionError as e:\n    print(e)\n")
     out = _target_python(code)
     assert "pyroute2 is missing on the target" in out.stdout and "install python3-pyroute2" in out.stdout, out.stderr
+
+
+def _addr_details(ns, nic):
+    """{cidr: (flags, preferred_life_time)} read with iproute2, not the module's code."""
+    out = ip(ns, "-j", "addr", "show", "dev", nic)
+    return {"%s/%d" % (a["local"], a["prefixlen"]): (set(k for k in ("nodad", "deprecated") if a.get(k)), a.get("preferred_life_time"))
+            for entry in json.loads(out) for a in entry["addr_info"]}
+
+
+def test_failover_addresses_are_installed_never_preferred_and_removed(ns, tmp_path):
+    fresh = snapshot(ns)
+    # Routed planes: /24 native subnets, failover addresses from a prefix beside them.
+    planes = [dict(A, ipv4="198.18.1.11/24", failover4="198.18.255.1", failover6="fd0e:d6ef:7a00:ff::1"),
+              dict(B, ipv4="198.19.1.11/24", failover4="198.19.255.1", failover6="fd0e:d6ef:7b00:ff::1")]
+    check = ok(run(ns, tmp_path, planes, check=True))
+    assert snapshot(ns) == fresh
+    assert "fd0e:d6ef:7b00:ff::1/128" in check["diff"]["after"]["fab1"]["addresses"]
+    assert "32701: from 198.19.255.1/32 lookup 60902" in check["added"]["rules"]
+
+    done = ok(run(ns, tmp_path, planes))
+    assert done["failover_addresses"] == {"fab0": ["198.18.255.1/32", "fd0e:d6ef:7a00:ff::1/128"],
+                                          "fab1": ["198.19.255.1/32", "fd0e:d6ef:7b00:ff::1/128"]}
+    details = _addr_details(ns, "fab1")
+    assert details["fd0e:d6ef:7b00:ff::1/128"] == ({"nodad", "deprecated"}, 0)
+    assert "198.19.255.1/32" in details
+    rules = {r for r in snapshot(ns)["rules"] if r[3] in (60901, 60902)}
+    assert {(4, 32700, "198.18.255.1/32", 60901, 237), (6, 32700, "fd0e:d6ef:7a00:ff::1/128", 60901, 237),
+            (4, 32701, "198.19.255.1/32", 60902, 237), (6, 32701, "fd0e:d6ef:7b00:ff::1/128", 60902, 237)} <= rules
+    record = json.loads((tmp_path / "multihome.json").read_text())
+    assert "fd0e:d6ef:7b00:ff::1/128" in record["interfaces"]["fab1"]["addresses"]
+    # The kernel picks the native address as source towards the plane, never the failover one
+    # (once the native address has passed duplicate address detection: fab1 has just come up).
+    deadline = time.monotonic() + 5
+    while "tentative" in ip(ns, "-6", "addr", "show", "dev", "fab1") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    route = ip(ns, "-6", "route", "get", "fd0e:d6ef:7b00:1::77", "from", "::", "oif", "fab1")
+    assert "fd0e:d6ef:7b00:ff::1" not in route
+
+    assert not ok(run(ns, tmp_path, planes))["changed"]
+
+    # Re-added by hand without the flags: replaced by the flagged address.
+    ip(ns, "addr", "del", "fd0e:d6ef:7b00:ff::1/128", "dev", "fab1")
+    ip(ns, "addr", "add", "fd0e:d6ef:7b00:ff::1/128", "dev", "fab1", "nodad")
+    fixed = ok(run(ns, tmp_path, planes))
+    assert fixed["changed"] and _addr_details(ns, "fab1")["fd0e:d6ef:7b00:ff::1/128"] == ({"nodad", "deprecated"}, 0)
+
+    ok(run(ns, tmp_path, state="absent"))
+    assert snapshot(ns) == fresh
