@@ -6,14 +6,27 @@ For a plane with prefixes P4 (e.g. 198.18.0.0/16) and P6 (e.g. fd0e:d6ef:7a00::/
   the rack's gateway (routed mode) is number 1 (198.18.1.1, fd0e:d6ef:7a00:1::1);
   subnet 0 holds the routed ToR<->spine transit links: link k (1-based, = rack) is the
   k-th /31 (/127), the spine on the even address, the ToR on the odd one.
+Routed planes also carry the hosts' failover addresses (the data path's stateless NAT
+targets): by default from the plane's last /24 (/64), allocated by the collection's
+plugins/module_utils/failover_addresses.py, the same code the multihome role runs.
 """
 
 from __future__ import annotations
 
-from ipaddress import IPv4Interface, IPv4Network, IPv6Interface, IPv6Network
+import importlib
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address, IPv6Interface, IPv6Network, ip_address
+from pathlib import Path
+from types import ModuleType
+
+from .errors import LabError
 
 HOST_OFFSET = 10
 GATEWAY_NUMBER = 1
+REPO = Path(__file__).resolve().parents[2]
+FAILOVER_ADDRESSES_MODULE = "ansible_collections.edgeft.failover.plugins.module_utils.failover_addresses"
 
 
 def rack_subnet4(plane4: IPv4Network, rack: int) -> IPv4Network:
@@ -53,3 +66,60 @@ def transit6(plane6: IPv6Network, link: int) -> tuple[IPv6Interface, IPv6Interfa
     """(spine end, ToR end) of routed transit link `link` (1-based): a /127 in subnet 0."""
     base = plane6.network_address + 2 * link
     return IPv6Interface((base, 127)), IPv6Interface((base + 1, 127))
+
+
+def last_subnet4(plane4: IPv4Network) -> tuple[int, IPv4Network]:
+    """(number, network) of the plane's last /24: subnet 255 of a /16."""
+    number = (1 << (24 - plane4.prefixlen)) - 1
+    return number, rack_subnet4(plane4, number)
+
+
+def last_subnet6(plane6: IPv6Network) -> tuple[int, IPv6Network]:
+    """(number, network) of the plane's last /64: subnet 0xff of a /56."""
+    number = (1 << (64 - plane6.prefixlen)) - 1
+    return number, rack_subnet6(plane6, number)
+
+
+def native_subnets4(plane4: IPv4Network, racks: int) -> list[IPv4Network]:
+    """What a routed plane uses itself: subnet 0 (transit links) and the rack subnets."""
+    return [rack_subnet4(plane4, number) for number in range(racks + 1)]
+
+
+def native_subnets6(plane6: IPv6Network, racks: int) -> list[IPv6Network]:
+    return [rack_subnet6(plane6, number) for number in range(racks + 1)]
+
+
+def failover_addresses(
+    prefix: IPv4Network | IPv6Network, hosts: Sequence[str], native: Iterable[IPv4Network | IPv6Network] = (),
+    option: str = "failover prefix",
+) -> dict[str, IPv4Address | IPv6Address]:
+    """host -> failover address from `prefix`, exactly as the multihome role derives it from
+    edgeft_failover_prefixes (hosts sorted by name take the usable addresses in order).
+    Raises the library's FailoverAddressError (see failover_address_error)."""
+    allocated = failover_library().allocate(str(prefix), list(hosts), native=[str(n) for n in native], option=option)
+    return {host: ip_address(address) for host, address in allocated.items()}
+
+
+def failover_address_error() -> type[Exception]:
+    return failover_library().FailoverAddressError
+
+
+def failover_library() -> ModuleType:
+    """The collection's failover address library. The lab also runs outside Ansible (bin/edgeft-lab),
+    where no collection finder is installed: then from the collections path, as agents.py does."""
+    try:
+        return importlib.import_module(FAILOVER_ADDRESSES_MODULE)
+    except ModuleNotFoundError:
+        pass
+    paths = [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if p]
+    paths.append(str(REPO / ".build" / "collections"))  # where scripts/bootstrap.sh links the checkout
+    for path in paths:
+        if path not in sys.path:
+            sys.path.append(path)
+    try:
+        return importlib.import_module(FAILOVER_ADDRESSES_MODULE)
+    except ModuleNotFoundError:
+        raise LabError(
+            "routed planes need the edgeft.failover collection importable for their failover addresses: "
+            "run scripts/bootstrap.sh (it links the checkout into .build/collections)"
+        ) from None

@@ -7,6 +7,7 @@ a switch's port towards node X is named X; a host's port on a plane is the plane
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address, IPv6Interface, IPv6Network
@@ -40,6 +41,10 @@ class HostPort:
     switch: str
     gateway4: IPv4Address | None = None
     gateway6: IPv6Address | None = None
+    # Routed planes: the address the data path translates this host's traffic to on this plane
+    # when another plane fails. The multihome role adds it to the NIC; the fabric routes it here.
+    failover4: IPv4Address | None = None
+    failover6: IPv6Address | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +208,7 @@ def plan_fabric(topology: Topology) -> FabricPlan:
     routed = topology.routed
     racks = {r: [host_name(r, h) for h in range(1, n + 1)] for r, n in enumerate(topology.hosts_per_rack, 1)}
     vm = topology.machines == "vm"
+    failover = _failover_addresses(topology, [name for names in racks.values() for name in names])
 
     def access_switch(rack: int, plane: str) -> str:
         return flat_switch_name(plane) if topology.kind == "flat" else tor_name(rack, plane)
@@ -225,6 +231,8 @@ def plan_fabric(topology: Topology) -> FabricPlan:
                         switch=switch,
                         gateway4=gw4,
                         gateway6=gw6,
+                        failover4=failover.get((plane.name, 4), {}).get(name),  # type: ignore[arg-type]
+                        failover6=failover.get((plane.name, 6), {}).get(name),  # type: ignore[arg-type]
                     )
                 )
                 if gw4 is not None and gw6 is not None:
@@ -242,16 +250,16 @@ def plan_fabric(topology: Topology) -> FabricPlan:
         if topology.kind == "flat":
             # Inter-switch links chain the planes' switches: sw-a - sw-b - ...
             isl_peers = tuple(flat_names[j] for j in (index - 1, index + 1) if topology.isl and 0 <= j < len(flat_names))
-            switches.append(_flat_switch(lab, plane, racks, routed, isl_peers))
+            switches.append(_flat_switch(lab, plane, racks, routed, isl_peers, hosts))
             if topology.isl and index + 1 < len(flat_names):
                 this, right = flat_names[index], flat_names[index + 1]
                 links.append(
                     Link("isl", Endpoint(this, netns_name(lab, this), right), Endpoint(right, netns_name(lab, right), this))
                 )
         else:
-            tors = [_tor(lab, plane, rack, names, routed) for rack, names in racks.items()]
+            tors = [_tor(lab, plane, rack, names, routed, hosts) for rack, names in racks.items()]
             switches += tors
-            switches.append(_spine(lab, plane, racks, routed))
+            switches.append(_spine(lab, plane, racks, routed, hosts))
             for rack in racks:
                 tor, spine = tor_name(rack, plane.name), spine_name(plane.name)
                 links.append(
@@ -262,6 +270,28 @@ def plan_fabric(topology: Topology) -> FabricPlan:
                     )
                 )
     return FabricPlan(topology, tuple(hosts), tuple(switches), tuple(links))
+
+
+def _failover_addresses(topology: Topology, hosts: list[str]) -> dict[tuple[str, int], dict[str, IPAddress]]:
+    """(plane, family) -> host -> failover address, for the planes that have failover prefixes."""
+    result: dict[tuple[str, int], dict[str, IPAddress]] = {}
+    for plane in topology.planes:
+        for family, prefix in ((4, plane.failover_ipv4), (6, plane.failover_ipv6)):
+            if prefix is not None:
+                result[(plane.name, family)] = dict(addressing.failover_addresses(prefix, hosts))
+    return result
+
+
+def _failover_routes_to_hosts(plane: str, hosts: Iterable[Host]) -> list[Route]:
+    """On the router holding the hosts' rack bridges: each host's failover address via its native one."""
+    routes = []
+    for host in hosts:
+        port = host.port(plane)
+        if port.failover4 is not None:
+            routes.append(Route(IPv4Network(port.failover4), port.ipv4.ip, _rack_bridge_name(host.rack)))
+        if port.failover6 is not None:
+            routes.append(Route(IPv6Network(port.failover6), port.ipv6.ip, _rack_bridge_name(host.rack)))
+    return routes
 
 
 def _rack_bridge_name(rack: int) -> str:
@@ -275,22 +305,25 @@ def _rack_bridge(plane: PlaneSpec, rack: int, hosts: list[str]) -> Bridge:
 
 
 def _flat_switch(
-    lab: str, plane: PlaneSpec, racks: dict[int, list[str]], routed: bool, isl_peers: tuple[str, ...] = ()
+    lab: str, plane: PlaneSpec, racks: dict[int, list[str]], routed: bool, isl_peers: tuple[str, ...] = (),
+    planned_hosts: Sequence[Host] = (),
 ) -> Switch:
     name = flat_switch_name(plane.name)
     all_hosts = tuple(h for names in racks.values() for h in names)
     ports = (*all_hosts, *isl_peers)
+    routes: tuple[Route, ...] = ()
     if routed:
         bridges = tuple(_rack_bridge(plane, rack, names) for rack, names in racks.items())
+        routes = tuple(_failover_routes_to_hosts(plane.name, planned_hosts))
     else:
         bridges = (Bridge(L2_BRIDGE, ports),)
     return Switch(
         name=name, role="switch", plane=plane.name, rack=None, netns=netns_name(lab, name),
-        routed=routed, ports=ports, bridges=bridges, hosts=all_hosts, neighbors=isl_peers,
+        routed=routed, ports=ports, bridges=bridges, routes=routes, hosts=all_hosts, neighbors=isl_peers,
     )
 
 
-def _tor(lab: str, plane: PlaneSpec, rack: int, hosts: list[str], routed: bool) -> Switch:
+def _tor(lab: str, plane: PlaneSpec, rack: int, hosts: list[str], routed: bool, planned_hosts: Sequence[Host]) -> Switch:
     name, spine = tor_name(rack, plane.name), spine_name(plane.name)
     ports = (*hosts, spine)
     if not routed:
@@ -305,13 +338,17 @@ def _tor(lab: str, plane: PlaneSpec, rack: int, hosts: list[str], routed: bool) 
         ports=ports,
         bridges=(_rack_bridge(plane, rack, hosts),),
         port_addresses=((spine, (tor4, tor6)),),
-        # Everything of this plane that is not the rack's own subnet is behind the spine.
-        routes=(Route(plane.ipv4, spine4.ip, spine), Route(plane.ipv6, spine6.ip, spine)),
+        # Everything of this plane that is not the rack's own subnet is behind the spine, except
+        # the failover addresses of the rack's own hosts.
+        routes=(
+            Route(plane.ipv4, spine4.ip, spine), Route(plane.ipv6, spine6.ip, spine),
+            *_failover_routes_to_hosts(plane.name, [h for h in planned_hosts if h.rack == rack]),
+        ),
         hosts=tuple(hosts), neighbors=(spine,),
     )
 
 
-def _spine(lab: str, plane: PlaneSpec, racks: dict[int, list[str]], routed: bool) -> Switch:
+def _spine(lab: str, plane: PlaneSpec, racks: dict[int, list[str]], routed: bool, planned_hosts: Sequence[Host]) -> Switch:
     name = spine_name(plane.name)
     tors = tuple(tor_name(rack, plane.name) for rack in racks)
     all_hosts = tuple(h for names in racks.values() for h in names)
@@ -329,6 +366,15 @@ def _spine(lab: str, plane: PlaneSpec, racks: dict[int, list[str]], routed: bool
             Route(addressing.rack_subnet4(plane.ipv4, rack), tor4.ip, tor),
             Route(addressing.rack_subnet6(plane.ipv6, rack), tor6.ip, tor),
         ]
+    for host in planned_hosts:
+        # A host's failover address is wherever the host is: behind its rack's ToR.
+        port = host.port(plane.name)
+        spine4, tor4 = addressing.transit4(plane.ipv4, host.rack)
+        spine6, tor6 = addressing.transit6(plane.ipv6, host.rack)
+        if port.failover4 is not None:
+            routes.append(Route(IPv4Network(port.failover4), tor4.ip, tor_name(host.rack, plane.name)))
+        if port.failover6 is not None:
+            routes.append(Route(IPv6Network(port.failover6), tor6.ip, tor_name(host.rack, plane.name)))
     return Switch(
         name=name, role="spine", plane=plane.name, rack=None, netns=netns_name(lab, name), routed=True,
         ports=tors, bridges=(), port_addresses=tuple(port_addresses), routes=tuple(routes),

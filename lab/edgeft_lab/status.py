@@ -69,6 +69,8 @@ def gather(plan: FabricPlan, phase: str | None, faults: list[FaultRecord]) -> di
                     "switch": p.switch,
                     "state": end_of(h.netns, p.ifname),
                     "addresses": states.get(h.netns, {}).get(p.ifname, {}).get("addresses", []),
+                    # Planned, not live: the multihome role adds them on deploy (routed planes only).
+                    "failover": [str(a) for a in (p.failover4, p.failover6) if a is not None],
                 }
                 for p in h.ports
             ],
@@ -123,7 +125,9 @@ def format_status(doc: dict[str, Any]) -> str:
     lines.append("hosts:")
     for h in doc["hosts"]:
         nics = "   ".join(
-            f"{i['ifname']} {' '.join(i['addresses']) or '-'} ->{i['switch']} [{i['state']}]" for i in h["interfaces"]
+            f"{i['ifname']} {' '.join(i['addresses']) or '-'} ->{i['switch']} [{i['state']}]"
+            + (f" failover {' '.join(i['failover'])}" if i.get("failover") else "")
+            for i in h["interfaces"]
         )
         lines.append(f"  {h['name']:<8} {h['netns'] or '(VM)':<22} {nics}")
     lines.append("switches:")

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from . import addressing
 from .errors import TopologyError
 
 DEFAULT_LAB_NAME = "edgeft"
@@ -44,7 +45,9 @@ FABRIC_KEYS = {"kind", "mode", "isl"}
 # What a host is: a network namespace, or a qemu VM whose fabric NICs are taps on the
 # switches (edgeft_lab.vm brings the VMs up; the lab builds only the switches for them).
 MACHINES = ("netns", "vm")
-PLANE_KEYS = {"name", "nic", "ipv4", "ipv6"}
+PLANE_KEYS = {"name", "nic", "ipv4", "ipv6", "failover_ipv4", "failover_ipv6"}
+PLANE_REQUIRED = ("ipv4", "ipv6", "name", "nic")
+FAILOVER_KEYS = ("failover_ipv4", "failover_ipv6")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,18 @@ class PlaneSpec:
     nic: str
     ipv4: IPv4Network
     ipv6: IPv6Network
+    # Routed planes only: where the hosts' failover addresses on this plane come from.
+    failover_ipv4: IPv4Network | None = None
+    failover_ipv6: IPv6Network | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        doc = {"name": self.name, "nic": self.nic, "ipv4": str(self.ipv4), "ipv6": str(self.ipv6)}
+        # Defaults stay implicit, so a lab's fingerprint does not change by spelling them out.
+        if self.failover_ipv4 is not None and self.failover_ipv4 != default_failover_ipv4(self.ipv4):
+            doc["failover_ipv4"] = str(self.failover_ipv4)
+        if self.failover_ipv6 is not None and self.failover_ipv6 != default_failover_ipv6(self.ipv6):
+            doc["failover_ipv6"] = str(self.failover_ipv6)
+        return doc
 
 
 @dataclass(frozen=True)
@@ -92,10 +107,7 @@ class Topology:
             "fabric": {"kind": self.kind, "mode": self.mode, **({"isl": True} if self.isl else {})},
             "racks": self.racks,
             "hosts_per_rack": list(self.hosts_per_rack),
-            "planes": [
-                {"name": p.name, "nic": p.nic, "ipv4": str(p.ipv4), "ipv6": str(p.ipv6)}
-                for p in self.planes
-            ],
+            "planes": [p.to_dict() for p in self.planes],
         }
         if self.mtu is not None:
             doc["mtu"] = self.mtu
@@ -186,6 +198,7 @@ def from_dict(doc: Any, source: str = "<dict>") -> Topology:
         mtu = _int(source, "mtu", mtu, 1280, 65535)  # IPv6 needs at least 1280
 
     planes = _planes(source, doc["planes"], racks)
+    planes = _failover_prefixes(source, doc["planes"], planes, mode == "routed", hosts_per_rack)
     isl = fabric.get("isl", False)
     if not isinstance(isl, bool):
         raise TopologyError(source, "fabric.isl", f"must be true or false, not {isl!r}")
@@ -222,7 +235,7 @@ def _planes(source: str, value: Any, racks: int) -> tuple[PlaneSpec, ...]:
         where = f"planes[{i}]"
         if not isinstance(item, dict):
             raise TopologyError(source, where, "must be a mapping with name, nic, ipv4, ipv6")
-        _check_keys(source, where, item, PLANE_KEYS, tuple(sorted(PLANE_KEYS)))
+        _check_keys(source, where, item, PLANE_KEYS, PLANE_REQUIRED)
         name = item["name"]
         if not isinstance(name, str) or not PLANE_NAME_RE.match(name):
             raise TopologyError(source, f"{where}.name", f"must be lowercase letters/digits, not {name!r}")
@@ -241,6 +254,79 @@ def _planes(source: str, value: Any, racks: int) -> tuple[PlaneSpec, ...]:
                 raise TopologyError(source, f"{where}.ipv6", f"{ipv6} overlaps planes[{j}].ipv6 {other.ipv6}")
         planes.append(PlaneSpec(name=name, nic=nic, ipv4=ipv4, ipv6=ipv6))  # type: ignore[arg-type]
     return tuple(planes)
+
+
+def default_failover_ipv4(plane4: IPv4Network) -> IPv4Network:
+    """The plane's last /24 (subnet 255 of a /16): racks count up from subnet 1, so it stays free."""
+    return addressing.last_subnet4(plane4)[1]
+
+
+def default_failover_ipv6(plane6: IPv6Network) -> IPv6Network:
+    """The plane's last /64 (subnet 0xff of a /56)."""
+    return addressing.last_subnet6(plane6)[1]
+
+
+def _failover_prefixes(
+    source: str, docs: list[dict], planes: tuple[PlaneSpec, ...], routed: bool, hosts_per_rack: tuple[int, ...]
+) -> tuple[PlaneSpec, ...]:
+    """Set and check each plane's failover prefixes; only routed planes route failover addresses."""
+    from .plan import host_name  # plan depends on this module's model
+
+    racks = len(hosts_per_rack)
+    hosts = [host_name(rack, h) for rack, count in enumerate(hosts_per_rack, 1) for h in range(1, count + 1)]
+    result = []
+    for i, (doc, plane) in enumerate(zip(docs, planes)):
+        if not routed:
+            for key in FAILOVER_KEYS:
+                if key in doc:
+                    raise TopologyError(
+                        source, f"planes[{i}].{key}",
+                        "only routed fabrics (fabric.mode routed) have failover prefixes: an L2 plane reaches "
+                        "every host's native address without translation",
+                    )
+            result.append(plane)
+            continue
+        ipv4 = _failover_prefix(source, f"planes[{i}].failover_ipv4", doc.get("failover_ipv4"), plane.ipv4,
+                                *addressing.last_subnet4(plane.ipv4), addressing.native_subnets4(plane.ipv4, racks),
+                                hosts)
+        ipv6 = _failover_prefix(source, f"planes[{i}].failover_ipv6", doc.get("failover_ipv6"), plane.ipv6,
+                                *addressing.last_subnet6(plane.ipv6), addressing.native_subnets6(plane.ipv6, racks),
+                                hosts)
+        result.append(replace(plane, failover_ipv4=ipv4, failover_ipv6=ipv6))
+    return tuple(result)
+
+
+def _failover_prefix(
+    source: str, where: str, value: Any, plane_prefix: IPv4Network | IPv6Network, last_number: int,
+    last_subnet: IPv4Network | IPv6Network, native: list[IPv4Network] | list[IPv6Network], hosts: list[str],
+) -> IPv4Network | IPv6Network:
+    family = plane_prefix.version
+    if value is None:
+        if last_number < len(native):  # the last subnet is a rack's (or transit)
+            raise TopologyError(
+                source, where,
+                f"no default: {plane_prefix} has no subnet left after its racks for the failover addresses "
+                f"(the default is its last /{last_subnet.prefixlen}, {last_subnet}); give a free prefix inside it",
+            )
+        prefix = last_subnet
+    else:
+        if not isinstance(value, str):
+            raise TopologyError(source, where, f"must be an IPv{family} prefix string like {last_subnet}")
+        try:
+            prefix = ip_network(value, strict=True)
+        except ValueError as exc:
+            raise TopologyError(source, where, f"invalid IPv{family} prefix {value!r}: {exc}") from None
+        if prefix.version != family:
+            raise TopologyError(source, where, f"{value} is not an IPv{family} prefix")
+        # A plane's routers carry only that plane's prefix; its hosts route only it via the plane.
+        if not prefix.subnet_of(plane_prefix):  # type: ignore[arg-type]
+            raise TopologyError(source, where, f"{value} is outside the plane's {plane_prefix}; it must lie inside it")
+    try:
+        addressing.failover_addresses(prefix, hosts, native, option=where)
+    except addressing.failover_address_error() as exc:
+        reason = str(exc).removeprefix(f"{where}: ")
+        raise TopologyError(source, where, reason) from None
+    return prefix
 
 
 def _prefix(
