@@ -373,8 +373,28 @@ int edgeft_egress(struct __sk_buff *skb)
 	struct edgeft_counters *c = edgeft_ctrs_v1.lookup(&me);
 	struct edgeft_plane *here = edgeft_plane_v1.lookup(&me);
 
+	struct edgeft_xlat_job job = {};
+
 	/* Steer only off a plane that is bad: multi-rail flows keep their plane. */
 	if (!(st->down_mask & (1 << EDGEFT_PLANE)) && !edgeft_plane_bad(here)) {
+		/* A routed plane carries a peer's address of another plane only
+		 * translated: the kernel routed it here (the agent's backup and held
+		 * routes through this plane's gateway, while that plane is down or
+		 * its NIC is gone, when no tc hook of its own can see the packet). */
+		if (here && (here->flags & EDGEFT_PLANE_ROUTED) && ref->plane != EDGEFT_PLANE &&
+		    ref->plane < EDGEFT_MAX_PLANES) {
+			struct edgeft_xlat_counters *x = edgeft_xctr_v1.lookup(&me);
+
+			if (!edgeft_failover_pair(&p, EDGEFT_PLANE, &job)) {
+				if (x)
+					x->untranslatable++;
+			} else {
+				if (edgeft_xlat_packet(skb, p.family, &job) < 0)
+					return TC_ACT_SHOT; /* half-translated: must not leave */
+				if (x)
+					x->translated_out++;
+			}
+		}
 		if (c) {
 			c->tx_packets++;
 			c->tx_bytes += skb->len;
@@ -384,7 +404,6 @@ int edgeft_egress(struct __sk_buff *skb)
 
 	/* Target: the peer's active plane, else the first usable one. */
 	struct bpf_redir_neigh nh = {};
-	struct edgeft_xlat_job job = {};
 	__u32 ifindex = 0, target = 0, routed = 0;
 
 #pragma unroll

@@ -19,7 +19,7 @@ import socket
 
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import routes
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import BACKUP_ROUTES_DEFAULTS
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute, layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.iproute import IpCommandError
 from ansible_collections.edgeft.failover.plugins.module_utils.plane_check import CheckError, nic_addresses
 
@@ -42,13 +42,25 @@ def plane_specs(planes) -> list:
             have = nic_addresses(p.ifindex)
         except (OSError, CheckError):
             continue  # a NIC that is gone carries nothing and routes nothing
-        spec = {"index": index, "interface": ifname, "prefixes": {}}
+        spec = {"index": index, "interface": ifname, "prefixes": {}, "gateway": {}}
         for family in (4, 6):
             if have[family]:
                 spec[family] = str(have[family][0].ip)
                 spec["prefixes"][family] = have[family][0].network
+            if p.flags & layout.PLANE_ROUTED:
+                spec["gateway"][family] = default_gateway(ifname, family)
         out.append(spec)
     return out
+
+
+def default_gateway(ifname, family):
+    """A routed plane's first hop: the gateway of a default route through its NIC, in any
+    table (the multihome role puts one in the plane's own); None without one."""
+    try:
+        found = iproute.run(["-%d" % family, "route", "show", "default", "dev", ifname, "table", "all"], json_out=True)
+    except IpCommandError:
+        return None
+    return next((r["gateway"] for r in found if r.get("gateway")), None)
 
 
 def wanted(maps, planes, index) -> dict:
@@ -58,7 +70,9 @@ def wanted(maps, planes, index) -> dict:
               == layout.PLANE_UP]
     peers = {pid: maps.get_peer(pid) for pid in maps.peer_ids()}
     prefixes = {(s["index"], f): net for s in usable for f, net in s["prefixes"].items()}
-    return {k: v for k, v in routes.desired({k: p for k, p in peers.items() if p}, usable, prefixes).items() if v[3] == index}
+    routed = {s["index"] for s in usable if planes[s["index"]].flags & layout.PLANE_ROUTED}
+    return {k: v for k, v in routes.desired({k: p for k, p in peers.items() if p}, usable, prefixes, routed).items()
+            if v[3] == index}
 
 
 def hold(want: dict, table=TABLE, priority=PRIORITY) -> list:

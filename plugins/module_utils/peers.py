@@ -28,6 +28,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.planes import (
     open_maps,
     peer_addresses,
 )
+from ansible_collections.edgeft.failover.plugins.module_utils.routed import desired_failovers, plan_failovers
 
 FAMILIES = (("ipv4", 4), ("ipv6", 6))
 
@@ -133,6 +134,9 @@ class Plan:
         self.state_deletes = []
         self.state_writes = []  # (id, v4, v6, flags, new)
         self.key_puts = []  # (addr, id, plane)
+        self.failover_deletes = []  # (native, plane)
+        self.failover_puts = []  # (native, plane, failover, local)
+        self.failovers = {}  # the declaration: (native, plane) -> (failover, local)
         self.neigh_delete = []
         self.added, self.updated, self.removed = [], [], []
         self.ids = {}
@@ -141,7 +145,7 @@ class Plan:
     @property
     def changed(self) -> bool:
         return any((self.neigh_add, self.plane_writes, self.key_deletes, self.state_deletes,
-                    self.state_writes, self.key_puts, self.neigh_delete))
+                    self.state_writes, self.key_puts, self.failover_deletes, self.failover_puts, self.neigh_delete))
 
 
 def _hops_arrays(hops):
@@ -184,8 +188,11 @@ def assign_ids(desired, recorded, current_keys, present, capacity) -> dict:
     return ids
 
 
-def plan_table(maps, record, planes, desired, neighbors=True, max_peers=None, current_neigh=None) -> Plan:
-    """Compare maps + record with the declaration; check capacity. Changes nothing."""
+def plan_table(maps, record, planes, desired, neighbors=True, max_peers=None, current_neigh=None, failovers=None) -> Plan:
+    """Compare maps + record with the declaration; check capacity. Changes nothing.
+
+    failovers: desired_failovers() of the declaration, (routed planes, mapping)."""
+    routed, want_failovers = failovers or (set(), {})
     cap = maps.capacity()
     if max_peers is not None:
         if max_peers < 0:
@@ -204,8 +211,14 @@ def plan_table(maps, record, planes, desired, neighbors=True, max_peers=None, cu
         raise OptionError("peers: %d addresses declared, the pinned map edgeft_peers_v1 holds at most %d "
                           "(EDGEFT_MAX_ADDRS of the programs)" % (n_keys, cap["addresses"]))
 
+    if len(want_failovers) > cap["addresses"]:
+        raise OptionError("peers: %d failover addresses declared, the pinned map edgeft_fo_v1 holds at most %d "
+                          "(EDGEFT_MAX_ADDRS of the programs)" % (len(want_failovers), cap["addresses"]))
+
     plan = Plan()
-    plan.plane_writes = configure_writes(maps, planes)
+    plan.plane_writes = configure_writes(maps, planes, routed)
+    plan.failovers = want_failovers
+    plan.failover_puts, plan.failover_deletes = plan_failovers(maps.failovers(), want_failovers)
     current_keys = maps.addresses()  # addr -> (id, plane)
     present = set(maps.peer_ids())
     plan.ids = assign_ids(desired, record.peer_ids, current_keys, present, cap["peers"])
@@ -273,6 +286,11 @@ def apply_plan(maps, record, planes, plan) -> None:
             maps.planes.put(index, layout.Plane(ifindex=ifindex, flags=flags))
         # Removal: address keys first, then the state (the programs find a
         # peer only through its keys). Addition: the state first, then keys.
+        # Failover addresses no longer declared go before the peers they name;
+        # new ones come after the peers exist (a translation needs both).
+        step = "removing stale failover addresses"
+        for native, plane in plan.failover_deletes:
+            maps.delete_failover(native, plane)
         step = "removing stale addresses"
         for addr in plan.key_deletes:
             maps.delete_address(addr)
@@ -288,6 +306,9 @@ def apply_plan(maps, record, planes, plan) -> None:
         step = "writing addresses"
         for addr, pid, plane in plan.key_puts:
             maps.set_address(addr, pid, plane)
+        step = "writing failover addresses"
+        for native, plane, failover, local in plan.failover_puts:
+            maps.set_failover(native, plane, failover, local)
         step = "removing neighbour entries"
         for addr, dev in plan.neigh_delete:
             iproute.neigh_delete(addr, dev)
@@ -304,6 +325,10 @@ ARGUMENT_SPEC = dict(
     planes=dict(type='list', elements='dict', required=True, options=dict(
         name=dict(type='str', required=True),
         interface=dict(type='str', required=True),
+        ipv4=dict(type='str'),
+        ipv6=dict(type='str'),
+        failover4=dict(type='str'),
+        failover6=dict(type='str'),
     )),
     peers=dict(type='list', elements='dict', required=True, options=dict(
         name=dict(type='str', required=True),
@@ -311,6 +336,8 @@ ARGUMENT_SPEC = dict(
             name=dict(type='str', required=True),
             ipv4=dict(type='str'),
             ipv6=dict(type='str'),
+            failover4=dict(type='str'),
+            failover6=dict(type='str'),
         )),
         identity=dict(type='list', elements='str', default=[]),
         learn=dict(type='bool', default=True),
@@ -358,6 +385,7 @@ def planes_view(maps, planes, writes=()) -> dict:
         cur = pending.get(p["index"]) or maps.planes.get(p["index"])
         view = {"interface": p["interface"], "ifindex": cur.ifindex}
         view.update(flags_view(cur.flags))
+        view["routed"] = bool(cur.flags & layout.PLANE_ROUTED)
         out[p["name"]] = view
     return out
 
@@ -367,12 +395,21 @@ def _record_differs(record, plan, planes) -> bool:
     return record.peer_ids != plan.ids or record.neighbors != plan.neighbors or record.planes != declared
 
 
-def _diff_view(table, planes_, neighbors):
+def _diff_view(table, planes_, neighbors, failovers):
     return {
         "planes": planes_,
         "peers": {name: {k: v for k, v in view.items() if k != "id"} for name, view in table.items()},
         "neighbors": ["%s dev %s" % n for n in sorted(neighbors)],
+        "failover_addresses": failovers_view(failovers, planes_),
     }
+
+
+def failovers_view(failovers, planes_) -> list:
+    """["<failover> on plane <name> for <native> (own|peer)"], sorted: readable in a diff."""
+    names = list(planes_)
+    return sorted("%s on plane %s for %s (%s)" % (fo, names[plane] if plane < len(names) else plane, native,
+                                                  "own" if local else "peer")
+                  for (native, plane), (fo, local) in failovers.items())
 
 
 # ----------------------------------------------------------------- module
@@ -384,6 +421,7 @@ def peer_table(params, check_mode=False):
     links = iproute.links()
     planes = normalize_planes(params.get("planes"), links)
     desired = normalize_peers(params.get("peers"), planes)
+    failovers = desired_failovers(params.get("planes"), planes, params.get("peers"), desired, host_address)
     pin_root = params.get("pin_root")
     warnings = []
     # In check mode a fresh host has no pins yet (ebpf_program in check mode
@@ -395,15 +433,17 @@ def peer_table(params, check_mode=False):
         record = HostRecord(params.get("state_dir") or DEFAULT_STATE_DIR, pin_root)
         with record.locked(create=not check_mode):
             current_neigh = iproute.neighbours()
-            plan = plan_table(maps, record, planes, desired, params.get("neighbors", True), params.get("max_peers"), current_neigh)
+            plan = plan_table(maps, record, planes, desired, params.get("neighbors", True), params.get("max_peers"),
+                              current_neigh, failovers)
             before_neigh = {n for n in record.neighbors | plan.neighbors if current_neigh.get(n, {}).get("managed")}
-            before = _diff_view(table_view(maps, record, planes), planes_view(maps, planes), before_neigh)
+            before = _diff_view(table_view(maps, record, planes), planes_view(maps, planes), before_neigh, maps.failovers())
             if plan.changed and not check_mode:
                 apply_plan(maps, record, planes, plan)
             elif not check_mode and _record_differs(record, plan, planes):
                 record.save(plan.ids, planes, plan.neighbors)  # bookkeeping only: adopted ids, renamed planes
             after_table = table_view(maps, record, planes, plan.ids, desired)
-            after = _diff_view(after_table, planes_view(maps, planes, () if not check_mode else plan.plane_writes), plan.neighbors)
+            after = _diff_view(after_table, planes_view(maps, planes, () if not check_mode else plan.plane_writes), plan.neighbors,
+                               plan.failovers)
     return {
         "changed": plan.changed,
         "peers": after_table,
@@ -415,5 +455,6 @@ def peer_table(params, check_mode=False):
             "added": ["%s dev %s" % n for n in plan.neigh_add],
             "removed": ["%s dev %s" % n for n in plan.neigh_delete],
         },
+        "failover_addresses": after["failover_addresses"],
         "diff": {"before": before, "after": after},
     }, warnings

@@ -76,6 +76,10 @@ class EmptyMaps:
     def get_peer(peer_id):
         return None
 
+    @staticmethod
+    def failovers():
+        return {}
+
 
 @contextlib.contextmanager
 def open_maps(pin_root, option="pin_root", allow_missing=False):
@@ -282,21 +286,25 @@ def plane_names(declared, record=None):
     return names + [str(i) for i in range(len(names), layout.PLANE_SLOTS)], len(names)
 
 
-def configure_writes(maps, planes) -> list:
+def configure_writes(maps, planes, routed=frozenset()) -> list:
     """Plane slot writes (index, ifindex, flags) that make the maps match planes.
 
     A plane gets its ifindex and UP when it is new or its NIC changed; a plane
     that is already configured keeps its flags: UP belongs to the agent (link
     and probe state) and DRAINED to plane_state, and a re-run must not undo
-    either. Slots of planes no longer declared are cleared.
+    either. ROUTED follows the declaration (`routed`: plane indexes). Slots of
+    planes no longer declared are cleared.
     """
     writes = []
     for index in range(layout.PLANE_SLOTS):
         cur = maps.planes.get(index)
         if index < len(planes):
             ifindex = planes[index]["ifindex"]
+            routed_flag = layout.PLANE_ROUTED if index in routed else 0
             if cur.ifindex != ifindex:
-                writes.append((index, ifindex, layout.PLANE_UP | (cur.flags & layout.PLANE_DRAINED)))
+                writes.append((index, ifindex, layout.PLANE_UP | (cur.flags & layout.PLANE_DRAINED) | routed_flag))
+            elif cur.flags & layout.PLANE_ROUTED != routed_flag:
+                writes.append((index, ifindex, (cur.flags & ~layout.PLANE_ROUTED) | routed_flag))
         elif cur.ifindex or cur.flags:
             writes.append((index, 0, 0))
     return writes

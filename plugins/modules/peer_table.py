@@ -56,6 +56,24 @@ options:
         description: The NIC of this host that carries the plane.
         type: str
         required: true
+      ipv4:
+        description:
+          - This host's IPv4 address on the plane (with or without a prefix length). Needed on a
+            plane whose address a failover address on the other plane stands for.
+        type: str
+      ipv6:
+        description: This host's IPv6 address on the plane, as O(planes[].ipv4).
+        type: str
+      failover4:
+        description:
+          - Routed planes. This host's IPv4 failover address on this plane, standing for its IPv4
+            address on the other plane. A plane with a failover address is routed - traffic
+            steered onto it is translated to failover addresses (both ends' must be known).
+            Needs exactly two planes.
+        type: str
+      failover6:
+        description: Routed planes. This host's IPv6 failover address on this plane, as O(planes[].failover4).
+        type: str
   peers:
     description:
       - The complete peer table. Peers not listed are removed; V([]) removes all.
@@ -89,6 +107,14 @@ options:
             type: str
           ipv6:
             description: The peer's IPv6 address on this plane, with or without a prefix length.
+            type: str
+          failover4:
+            description:
+              - The peer's IPv4 failover address on this plane (a routed plane of this host),
+                standing for its IPv4 address on the other plane.
+            type: str
+          failover6:
+            description: The peer's IPv6 failover address on this plane, as O(peers[].planes[].failover4).
             type: str
       identity:
         description:
@@ -219,7 +245,7 @@ planes:
   type: list
   elements: dict
   sample:
-    - {name: a, index: 0, interface: fab0, ifindex: 4, up: true, drained: false}
+    - {name: a, index: 0, interface: fab0, ifindex: 4, up: true, drained: false, routed: false}
 neighbors:
   description: Managed neighbour entries created and removed (C(ADDRESS dev NIC)).
   returned: always
@@ -227,6 +253,12 @@ neighbors:
   sample:
     added: ["198.18.2.11 dev fab0"]
     removed: []
+failover_addresses:
+  description: Routed planes. The failover addresses in the maps, with what they stand for.
+  returned: always
+  type: list
+  elements: str
+  sample: ["198.19.255.1 on plane b for 198.18.1.11 (own)", "198.19.255.2 on plane b for 198.18.1.12 (peer)"]
 '''
 
 from ansible.module_utils.basic import AnsibleModule

@@ -27,9 +27,9 @@ from edgeft_lab.agents import HELD_TABLE, Agents, run_playbook  # noqa: E402  (s
 HOSTS = ("r1h1", "r2h1")
 
 
-def deploy_lab(inventory_dir):
-    """A fresh lab of the agent topology with a unique name, deployed; torn down by the caller."""
-    lab = Lab(HERE / "fabric.yml", name="ag-%s" % uuid.uuid4().hex[:6])
+def deploy_lab(inventory_dir, topology="fabric.yml"):
+    """A fresh lab of an agent topology with a unique name, deployed; torn down by the caller."""
+    lab = Lab(HERE / topology, name="ag-%s" % uuid.uuid4().hex[:6])
     inventory = Path(inventory_dir) / "hosts.yml"
     lab.up(inventory=inventory)
     lab.inventory_path = inventory
@@ -69,13 +69,26 @@ def neutral_state(lab):
             for index in range(layout.PLANE_SLOTS):
                 slot = maps.planes.get(index)
                 if slot.ifindex:
-                    maps.set_plane_flags(index, layout.PLANE_UP)
+                    maps.set_plane_flags(index, layout.PLANE_UP | (slot.flags & layout.PLANE_ROUTED))
             for peer_id in maps.peer_ids():
                 st = maps.state.get(peer_id)
                 st.active_plane, st.down_mask, st.learned_mask, st.changed_ns = 0, 0, 0, 0
                 maps.state.put(peer_id, st)
     matrix = lab.ping_matrix()
     assert matrix.ok, matrix.format()
+
+
+def _shared_lab(tmp_path_factory, topology):
+    if os.geteuid() != 0:
+        pytest.skip("the agent lab tests need root (namespaces, tc, bpf)")
+    if os.environ.get("EDGEFT_AGENT_LAB_PER_TEST") == "1":
+        yield None
+        return
+    lab = deploy_lab(tmp_path_factory.mktemp("inventory"), topology)
+    try:
+        yield lab
+    finally:
+        lab.down()
 
 
 @pytest.fixture(scope="module")
@@ -86,23 +99,18 @@ def shared_lab(tmp_path_factory):
     suite past its time budget. Each test still gets fresh agent processes and
     the data path state of a fresh deployment (neutral_state).
     """
-    if os.geteuid() != 0:
-        pytest.skip("the agent lab tests need root (namespaces, tc, bpf)")
-    if os.environ.get("EDGEFT_AGENT_LAB_PER_TEST") == "1":
-        yield None
-        return
-    lab = deploy_lab(tmp_path_factory.mktemp("inventory"))
-    try:
-        yield lab
-    finally:
-        lab.down()
+    yield from _shared_lab(tmp_path_factory, "fabric.yml")
 
 
-@pytest.fixture
-def agent_lab(shared_lab, tmp_path):
-    """(lab, agents): a deployed lab in a neutral state; agents not started yet,
-    killed by PID (and their logs printed) at teardown."""
-    lab = shared_lab or deploy_lab(tmp_path)
+@pytest.fixture(scope="module")
+def shared_routed_lab(tmp_path_factory):
+    """As shared_lab, on the routed fabric (fabric_routed.yml): planes are routed
+    leaf-spine networks, steering translates to failover addresses."""
+    yield from _shared_lab(tmp_path_factory, "fabric_routed.yml")
+
+
+def _agent_lab(shared, tmp_path, topology):
+    lab = shared or deploy_lab(tmp_path, topology)
     agents = None
     try:
         neutral_state(lab)
@@ -115,5 +123,18 @@ def agent_lab(shared_lab, tmp_path):
                 for host in HOSTS:
                     print(agents.tail(host, lines=60))
         finally:
-            if shared_lab is None:
+            if shared is None:
                 lab.down()
+
+
+@pytest.fixture
+def agent_lab(shared_lab, tmp_path):
+    """(lab, agents): a deployed lab in a neutral state; agents not started yet,
+    killed by PID (and their logs printed) at teardown."""
+    yield from _agent_lab(shared_lab, tmp_path, "fabric.yml")
+
+
+@pytest.fixture
+def routed_agent_lab(shared_routed_lab, tmp_path):
+    """agent_lab on the routed fabric."""
+    yield from _agent_lab(shared_routed_lab, tmp_path, "fabric_routed.yml")

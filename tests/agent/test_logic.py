@@ -199,6 +199,23 @@ def test_backup_routes_only_for_on_link_next_hops():
     }  # no IPv6 on fab1 here; 10.9.0.1 is not on-link on fab1: nothing for 198.18.9.11
 
 
+def test_backup_routes_onto_a_routed_plane_go_via_its_gateway():
+    """A routed plane routes only its own prefixes: the peer's plane-a address is reached
+    through plane b's first hop (and translated there by the data path), with our plane-a
+    address as source, the one the data path has a failover address for."""
+    planes = [{"index": 0, "interface": "fab0", 4: "198.18.1.11", 6: "fd0e:a:1::b", "gateway": {4: "198.18.1.1", 6: "fd0e:a:1::1"}},
+              {"index": 1, "interface": "fab1", 4: "198.19.1.11", 6: "fd0e:b:1::b", "gateway": {4: "198.19.1.1", 6: None}}]
+    peer = {"v4": ["198.18.2.11", "198.19.2.11", None, None], "v6": ["fd0e:a:2::b", "fd0e:b:2::b", None, None]}
+    prefixes = {(0, 4): ipaddress.ip_network("198.18.1.0/24"), (1, 4): ipaddress.ip_network("198.19.1.0/24")}
+    assert routes.desired({1: peer}, planes, prefixes, routed={1}) == {
+        (4, "198.18.2.11"): ("198.19.1.1", "fab1", "198.18.1.11", 0),
+        # plane a is not routed here and the peer's plane-a address is off-link: no route
+    }  # no IPv6 gateway on plane b: nothing for fd0e:a:2::b
+    both = routes.desired({1: peer}, planes, prefixes, routed={0, 1})
+    assert both[(4, "198.19.2.11")] == ("198.18.1.1", "fab0", "198.19.1.11", 1)
+    assert both[(6, "fd0e:b:2::b")] == ("fd0e:a:1::1", "fab0", "fd0e:b:1::b", 1)
+
+
 def test_config_defaults_and_conversions():
     cfg = Config({"planes": [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16"}]})
     assert (cfg.interval_ms, cfg.multiplier, cfg.hold_down_ms, cfg.detection_ms) == (10, 3, 1000, 30)

@@ -266,7 +266,8 @@ class Agent:
             added_rules += ["ignore_routes_with_linkdown " + c for c in routes.ignore_linkdown(
                 [p["interface"] for p in self.plane_specs])]
             prefixes = {(p["index"], f): net for p in self.plane_specs for f, net in p["prefixes"].items()}
-            self.route_want = routes.desired(self.peers, self.plane_specs, prefixes)
+            routed = {s.index for s in self.planes.values() if s.flags & layout.PLANE_ROUTED}
+            self.route_want = routes.desired(self.peers, self.plane_specs, prefixes, routed)
             added, removed, errors = routes.reconcile(br["table"], self.route_want)
             # A drained plane's peer addresses are held too: plane_state put them there at the drain
             # (drain_routes.py) and takes them out at the undrain. So are those of failed paths.
@@ -324,13 +325,17 @@ class Agent:
         table = str(self.cfg.backup_routes["table"] + 1)
         failed = self._failed_path_addresses()
         commands = []
+        tentative = None
         for (family, dst), (gateway, dev, source, native) in sorted(self.route_want.items()):
             if not selected((family, dst), native) or (not held and self._held((family, dst), native, failed)):
                 continue
             if held:
-                # IPv6 refuses a preferred source on a NIC that is down (the plane's own, here):
-                # connected sockets keep theirs; new ones pick the backup plane's address.
-                src = ["src", source] if family == 4 else []
+                # Our plane address stays the source: a routed plane translates only that one.
+                # IPv6 refuses it while tentative (its NIC is down): then connected sockets
+                # keep theirs and new ones pick the backup plane's address.
+                if family == 6 and tentative is None:
+                    tentative = self._tentative()
+                src = ["src", source] if family == 4 or source not in tentative else []
                 commands.append(["-%d" % family, "route", "replace", dst, "via", gateway, "dev", dev, "onlink"] + src
                                 + ["table", table, "proto", routes.PROTO])
             else:
@@ -341,6 +346,13 @@ class Agent:
             errors = [str(e)]
         # Deleting what is already gone is fine (the kernel drops routes with their NIC).
         self._route_errors([e for e in errors if held or "No such process" not in e])
+
+    def _tentative(self) -> set:
+        try:
+            return routes.tentative_addresses()
+        except (OSError, iproute.IpCommandError) as e:
+            self.log.warning("backup routes: cannot list tentative IPv6 addresses (%s): held IPv6 routes go without a source", e)
+            return {source for (_gateway, _dev, source, _native) in self.route_want.values()}
 
     def _route_errors(self, errors) -> None:
         if errors and errors != self.route_errors:

@@ -29,9 +29,12 @@ expires unanswered it drops the packets before tc could steer them. Probe
 sockets are bound to P's NIC, so the held routes (through Q) never apply to
 them: the probes resolve P's neighbours meanwhile.
 
-Routes are added only where the peer's Q address is on-link on Q (L2 planes);
-routed planes need address translation. All changes of a call go through one
-`ip -batch` process.
+On L2 planes the route goes via the peer's Q address, on-link on Q. On a
+routed plane Q (the data path translates what leaves on it: bpf/edgeft_xlat.h)
+it goes via Q's gateway: the packet leaves Q's NIC still addressed to the
+peer's P address, and Q's egress program rewrites both addresses to their
+failover addresses on Q. All changes of a call go through one `ip -batch`
+process.
 """
 
 from __future__ import annotations
@@ -45,11 +48,12 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath import ip
 PROTO = "237"  # rtnetlink protocol id marking edgeft's rules and routes
 
 
-def desired(peers: dict, planes: list, prefixes: dict) -> dict:
+def desired(peers: dict, planes: list, prefixes: dict, routed=frozenset()) -> dict:
     """{(family, dst): (gateway, device, source, plane of dst)} for peers {id: get_peer()}.
 
-    planes: config planes with own addresses; prefixes: {(plane, family):
-    ip_network} of our on-link prefix on each plane.
+    planes: config planes with own addresses (and gateways); prefixes:
+    {(plane, family): ip_network} of our on-link prefix on each plane; routed:
+    indexes of the planes the data path translates onto.
     """
     out = {}
     for peer in peers.values():
@@ -60,13 +64,26 @@ def desired(peers: dict, planes: list, prefixes: dict) -> dict:
                 if not dst or not source:
                     continue
                 for q in planes:
+                    if q is p:
+                        continue
                     gateway = peer[key][q["index"]]
                     net = prefixes.get((q["index"], family))
-                    if q is p or not gateway or net is None or ipaddress.ip_address(gateway) not in net:
+                    if q["index"] in routed:
+                        gateway = q.get("gateway", {}).get(family)
+                    elif not gateway or net is None or ipaddress.ip_address(gateway) not in net:
+                        continue
+                    if not gateway:
                         continue
                     out[(family, dst)] = (gateway, q["interface"], source, p["index"])
                     break
     return out
+
+
+def tentative_addresses() -> set:
+    """Our IPv6 addresses that are tentative: a NIC that went down keeps its addresses
+    (keep_addr_on_down) but marks them so, and the kernel refuses them as a route's source."""
+    return {a["local"] for link in iproute.run(["-6", "addr", "show", "tentative"], json_out=True)
+            for a in link.get("addr_info", []) if "local" in a}
 
 
 def ignore_linkdown(nics) -> list:

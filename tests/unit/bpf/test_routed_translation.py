@@ -299,3 +299,26 @@ def test_the_checksum_oracle_sees_a_stale_quoted_checksum(family):
     icmp_check = 14 + (20 if family == 4 else 40) + 2
     bad_outer = good[:icmp_check] + bytes([good[icmp_check] ^ 0xFF]) + good[icmp_check + 1:]
     assert len(wrong_checksums(bad_outer)) == 1
+
+
+@FAMILIES
+def test_a_kernel_routed_packet_on_the_routed_plane_is_translated_in_place(dp, family):
+    """The agent's backup and held routes send a peer's plane-0 address out of plane 1's
+    NIC (via its gateway) when plane 0 is down or gone: there it can only go translated,
+    in place (the kernel already resolved the gateway), and is not redirected."""
+    dp.maps.set_plane(1, 1001, routed=True)
+    dp.maps.set_peer(P.PEER_ID, v4=P.PEER[4], v6=P.PEER[6])
+    dp.maps.set_failover(P.LOCAL[family][0], 1, FO_LOCAL[family], local=True)
+    dp.maps.set_failover(P.PEER[family][0], 1, FO_PEER[family])
+    pkt = frame(family, P.LOCAL[family][0], P.PEER[family][0], L4["tcp"](family))
+    r = egress(dp, pkt, plane=1)
+    assert r.retval == TC_ACT_UNSPEC
+    assert addresses(r.data, family) == (FO_LOCAL[family], FO_PEER[family])
+    assert r.data[:12] == pkt[:12]  # the MACs the kernel chose stay
+    assert wrong_checksums(r.data) == []
+    assert dp.maps.xlat_counters_of(1)["translated_out"] == 1
+    # From a source that has no failover address: left alone, and counted.
+    other = frame(family, P.LOCAL[family][1], P.PEER[family][0], L4["tcp"](family))
+    r = egress(dp, other, plane=1)
+    assert (r.retval, r.data) == (TC_ACT_UNSPEC, other)
+    assert dp.maps.xlat_counters_of(1)["untranslatable"] == 1

@@ -105,8 +105,8 @@ def test_adds_peers_then_a_second_run_changes_nothing(host):
     h2 = m.get_peer(0)
     assert h2["v4"][:2] == ["198.18.0.2", "198.19.0.2"] and h2["v6"][:2] == ["fd00:edf7:a::2", "fd00:edf7:b::2"]
     assert (h2["active_plane"], h2["down_planes"], h2["flags"]) == (0, [], 0)
-    assert m.get_plane(0) == {"ifindex": ifindex(host, "fab0"), "up": True, "drained": False}
-    assert m.get_plane(1) == {"ifindex": ifindex(host, "fab1"), "up": True, "drained": False}
+    assert m.get_plane(0) == {"ifindex": ifindex(host, "fab0"), "up": True, "drained": False, "routed": False}
+    assert m.get_plane(1) == {"ifindex": ifindex(host, "fab1"), "up": True, "drained": False, "routed": False}
     assert [(p["name"], p["ifindex"]) for p in r["planes"]] == [("a", ifindex(host, "fab0")), ("b", ifindex(host, "fab1"))]
 
     before = snapshot(host)
@@ -207,13 +207,13 @@ def test_planes_keep_their_flags_unless_their_nic_changes(host):
     m = host.maps()
     m.set_plane_flags(0, layout.PLANE_DRAINED)  # drained, and the agent saw it down
     assert not ok(run(host, [H2]))["changed"]
-    assert m.get_plane(0) == {"ifindex": ifindex(host, "fab0"), "up": False, "drained": True}
+    assert m.get_plane(0) == {"ifindex": ifindex(host, "fab0"), "up": False, "drained": True, "routed": False}
     m.planes.put(0, layout.Plane(ifindex=99999, flags=layout.PLANE_DRAINED))  # the NIC was re-created
     assert ok(run(host, [H2]))["changed"]
-    assert m.get_plane(0) == {"ifindex": ifindex(host, "fab0"), "up": True, "drained": True}
+    assert m.get_plane(0) == {"ifindex": ifindex(host, "fab0"), "up": True, "drained": True, "routed": False}
     m.planes.put(2, layout.Plane(ifindex=5, flags=1))  # a plane no longer declared
     ok(run(host, [H2]))
-    assert m.get_plane(2) == {"ifindex": 0, "up": False, "drained": False}
+    assert m.get_plane(2) == {"ifindex": 0, "up": False, "drained": False, "routed": False}
 
 
 def test_identity_addresses_and_learning_flag(host):
@@ -457,3 +457,71 @@ def test_modules_through_ansible_playbook(host, tmp_path):
     assert proc.returncode == 0, out[-6000:]
     assert "h1 " in out and "failed=0" in out, out[-3000:]
     assert host.maps().get_plane(0)["drained"]
+
+
+# ---------------------------------------------------------- routed planes
+FO = {"own": {"ipv4": "198.19.255.1", "ipv6": "fd00:edf7:b:ff::1"}, "h2": {"ipv4": "198.19.255.2", "ipv6": "fd00:edf7:b:ff::2"}}
+
+
+def routed_planes(**own):
+    """This host's planes with native addresses and, on b, its failover addresses."""
+    planes = copy.deepcopy(L.PLANES)
+    for index, plane in enumerate(planes):
+        plane["ipv4"], plane["ipv6"] = L.ADDR[1][4][index], L.ADDR[1][6][index]
+    planes[1].update(failover4=FO["own"]["ipv4"], failover6=FO["own"]["ipv6"])
+    planes[1].update(own)
+    return planes
+
+
+def routed_h2(**over):
+    peer = copy.deepcopy(H2)
+    peer["planes"][1].update(dict(failover4=FO["h2"]["ipv4"], failover6=FO["h2"]["ipv6"]), **over)
+    return peer
+
+
+def test_failover_addresses_make_a_plane_routed_and_reach_both_maps(host):
+    r = ok(run(host, [routed_h2()], planes=routed_planes()))
+    m = host.maps()
+    assert m.failovers() == {
+        (L.ADDR[1][4][0], 1): (FO["own"]["ipv4"], True), (L.ADDR[1][6][0], 1): (FO["own"]["ipv6"], True),
+        (L.ADDR[2][4][0], 1): (FO["h2"]["ipv4"], False), (L.ADDR[2][6][0], 1): (FO["h2"]["ipv6"], False),
+    }
+    assert [m.get_plane(i)["routed"] for i in (0, 1)] == [False, True]
+    assert [p["routed"] for p in r["planes"]] == [False, True]
+    assert "198.19.255.2 on plane b for %s (peer)" % L.ADDR[2][4][0] in r["failover_addresses"]
+    again = ok(run(host, [routed_h2()], planes=routed_planes()))
+    assert not again["changed"]
+    # Declared away: the entries and the routed flag go, the drained/up flags stay.
+    gone = ok(run(host, [H2]))
+    assert gone["changed"] and m.failovers() == {} and not m.get_plane(1)["routed"] and m.get_plane(1)["up"]
+
+
+def test_check_mode_reports_failover_addresses_without_writing(host):
+    ok(run(host, [H2]))
+    before = snapshot(host)
+    r = ok(run(host, [routed_h2()], check=True, planes=routed_planes()))
+    assert r["changed"] and r["diff"]["before"]["failover_addresses"] == []
+    assert len(r["diff"]["after"]["failover_addresses"]) == 4
+    assert snapshot(host) == before and host.maps().failovers() == {}
+
+
+@pytest.mark.parametrize("planes, peer, message", [
+    ({"failover4": L.ADDR[1][4][0]}, {}, "planes[1].failover4: %s is also a native or identity address" % L.ADDR[1][4][0]),
+    ({"failover4": "fd00:edf7:b:ff::9"}, {}, "planes[1].failover4: fd00:edf7:b:ff::9 is not an IPv4 address"),
+    ({}, {"failover4": FO["own"]["ipv4"]}, "peers[0].planes[1].failover4: failover address 198.19.255.1 is already declared at planes[1].failover4"),
+    ({"failover4": None, "failover6": None}, {}, "peers[0].planes[1]: the peer has failover addresses but no plane of this host has one"),
+    ({"failover4": L.ADDR[2][4][1]}, {}, "planes[1].failover4: %s is also a native or identity address" % L.ADDR[2][4][1]),
+])
+def test_bad_failover_addresses_are_refused_before_anything_changes(host, planes, peer, message):
+    ok(run(host, [H2, H3]))
+    before = snapshot(host)
+    r = run(host, [routed_h2(**peer)], planes=routed_planes(**planes))
+    assert r.get("failed") and message in r["msg"], r.get("msg")
+    assert snapshot(host) == before
+
+
+def test_a_failover_address_needs_the_native_address_it_stands_for(host):
+    planes = routed_planes()
+    planes[0].pop("ipv4")
+    r = run(host, [routed_h2()], planes=planes)
+    assert r.get("failed") and "planes[1].failover4: this host's failover address on plane b stands for its ipv4 address on plane a, which planes[0].ipv4 does not give" in r["msg"], r["msg"]
