@@ -44,9 +44,14 @@ from edgeft_lab.backup_routes import BackupRoutes  # noqa: E402
 from edgeft_lab.errors import LabError  # noqa: E402
 from edgeft_lab.traffic import TcpStream, UdpStream, host_address  # noqa: E402
 
-TOPOLOGY = REPO / 'tests' / 'agent' / 'fabric.yml'
+# Two racks of one host; planes L2 (one segment each) or routed (leaf-spine routing only the
+# plane's own prefixes, where edgeft steers by translating to failover addresses).
+TOPOLOGIES = {'l2': REPO / 'tests' / 'agent' / 'fabric.yml', 'routed': REPO / 'tests' / 'agent' / 'fabric_routed.yml'}
 SRC, DST, PLANE = 'r1h1', 'r2h1', 'a'
 MODES = ('none', 'backup-routes', 'edgeft')
+# Kernel backup routes reach a peer's plane-a address through plane b only where plane b
+# carries it, on one L2 segment: a routed plane b drops it, so that mode is L2's alone.
+TOPOLOGY_MODES = {'l2': MODES, 'routed': ('none', 'edgeft')}
 NO_FAULT = 'no-fault'
 TCP_RATE_BPS = 50e6
 # After a flap, dampening may hold a failback back for up to max_suppress_ms (20 s).
@@ -279,12 +284,16 @@ def check_prerequisites():
         raise BenchmarkError('edgeft.failover is not on the collections path: run scripts/bootstrap.sh first')
 
 
-def run_benchmark(faults=None, family=4, pps=10_000, lead=0.5, fault_seconds=2.0, tail=2.5, quiet=60.0, log=None):
+def run_benchmark(faults=None, family=4, pps=10_000, lead=0.5, fault_seconds=2.0, tail=2.5, quiet=60.0, log=None,
+                  topology='l2'):
     """The whole matrix on a lab of its own; returns the report (see benchmarks/README.md).
 
     faults: names from FAULTS (default all, in that order). quiet: seconds of the no-fault
     run in edgeft mode (0: none). log: called with progress lines; nothing is printed otherwise.
+    topology: 'l2' or 'routed' (TOPOLOGIES).
     """
+    if topology not in TOPOLOGIES:
+        raise BenchmarkError('unknown topology %r (known: %s)' % (topology, ', '.join(TOPOLOGIES)))
     log = log or (lambda line: None)
     faults = list(FAULTS) if faults is None else list(faults)
     unknown = [f for f in faults if f not in FAULTS]
@@ -292,16 +301,17 @@ def run_benchmark(faults=None, family=4, pps=10_000, lead=0.5, fault_seconds=2.0
         raise BenchmarkError('unknown fault(s) %s (known: %s)' % (', '.join(unknown), ', '.join(FAULTS)))
     check_prerequisites()
     settings = Settings(pps, family, lead, fault_seconds, tail, quiet)
-    lab = Lab(TOPOLOGY, name='fm-%s' % uuid.uuid4().hex[:6])
+    lab = Lab(TOPOLOGIES[topology], name='fm-%s' % uuid.uuid4().hex[:6])
     report = {
-        'lab': lab.name, 'topology': str(TOPOLOGY.relative_to(REPO)), 'src': SRC, 'dst': DST, 'plane': PLANE,
+        'lab': lab.name, 'topology': str(TOPOLOGIES[topology].relative_to(REPO)), 'fabric': topology,
+        'src': SRC, 'dst': DST, 'plane': PLANE,
         'address': host_address(lab, DST, PLANE, family), 'family': family, 'pps': pps, 'tcp_rate_bps': TCP_RATE_BPS,
-        'lead_s': lead, 'fault_s': fault_seconds, 'tail_s': tail, 'quiet_s': quiet, 'modes': list(MODES),
+        'lead_s': lead, 'fault_s': fault_seconds, 'tail_s': tail, 'quiet_s': quiet, 'modes': list(TOPOLOGY_MODES[topology]),
         'faults': faults, 'fault_kinds': {name: FAULTS[name][0] for name in faults}, 'runs': [],
     }
     with tempfile.TemporaryDirectory(prefix='edgeft-bench-') as tmp:
         inventory = Path(tmp) / 'hosts.yml'
-        modes = (Mode(), BackupRoutesMode(lab), EdgeftMode(inventory, tmp, report))
+        modes = [m for m in (Mode(), BackupRoutesMode(lab), EdgeftMode(inventory, tmp, report)) if m.name in report['modes']]
         try:
             log('lab %s: up' % lab.name)
             lab.up(inventory=inventory)
@@ -317,9 +327,9 @@ def format_table(report):
     """The report as a table for people: one row per fault and mode."""
     agent = report.get('agent') or {}
     lines = [
-        'failover matrix: lab %s, %s -> %s %s (plane %s), UDP %d pps + TCP %g Mbit/s, IPv%d, fault %g s, lead %g s, '
-        'tail %g s, no-fault %g s; agent: probes every %s ms x %s, hold-down %s ms'
-        % (report['lab'], report['src'], report['dst'], report['address'], report['plane'], report['pps'],
+        'failover matrix (%s planes): lab %s, %s -> %s %s (plane %s), UDP %d pps + TCP %g Mbit/s, IPv%d, fault %g s, '
+        'lead %g s, tail %g s, no-fault %g s; agent: probes every %s ms x %s, hold-down %s ms'
+        % (report.get('fabric', 'l2'), report['lab'], report['src'], report['dst'], report['address'], report['plane'], report['pps'],
            report['tcp_rate_bps'] / 1e6, report['family'], report['fault_s'], report['lead_s'], report['tail_s'],
            report['quiet_s'], agent.get('interval_ms', '?'), agent.get('multiplier', '?'), agent.get('hold_down_ms', '?')),
         '',
@@ -386,6 +396,8 @@ def parse_args(argv):
     parser.add_argument('--faults', type=_faults, default=list(FAULTS),
                         help='comma-separated fault kinds (default all: %s)' % ','.join(FAULTS))
     parser.add_argument('--family', type=int, choices=(4, 6), default=4, help='IP version of the streams (default 4)')
+    parser.add_argument('--topology', choices=sorted(TOPOLOGIES), default='l2',
+                        help='planes as L2 segments or routed leaf-spine networks (default l2)')
     parser.add_argument('--pps', type=int, default=10_000, help='packets per second of the UDP stream (default 10000)')
     parser.add_argument('--lead', type=_seconds, default=0.5, help='seconds of traffic before the fault (default 0.5)')
     parser.add_argument('--fault-seconds', type=_seconds, default=2.0, help='seconds the fault lasts (default 2)')
@@ -412,7 +424,7 @@ def main(argv=None):
     try:
         report = run_benchmark(faults=args.faults, family=args.family, pps=args.pps, lead=args.lead,
                                fault_seconds=args.fault_seconds, tail=args.tail, quiet=args.quiet,
-                               log=lambda line: print('[failover_matrix] %s' % line, file=sys.stderr))
+                               topology=args.topology, log=lambda line: print('[failover_matrix] %s' % line, file=sys.stderr))
     except (BenchmarkError, LabError, OSError, subprocess.CalledProcessError) as e:
         print('failover_matrix: error: %s' % e, file=sys.stderr)
         return 1

@@ -53,7 +53,7 @@ TOS = 0xC0  # DSCP CS6 (network control), as the agent's probes: queued like the
 MAX_COUNT = 1000
 RT_SCOPE_UNIVERSE = 0
 # Not usable as a source: still in duplicate address detection, or failed it.
-IFA_F_DADFAILED, IFA_F_TENTATIVE = 0x08, 0x40
+IFA_F_DADFAILED, IFA_F_DEPRECATED, IFA_F_TENTATIVE = 0x08, 0x20, 0x40
 _FAMILY_NAMES = {"auto": None, "4": 4, "6": 6}
 
 
@@ -169,7 +169,9 @@ def select_targets(peers: dict, wanted, family, plane_name):
 
 
 def nic_addresses(ifindex) -> dict:
-    """{4: [ip_interface], 6: [...]}: the NIC's global addresses usable as a source."""
+    """{4: [ip_interface], 6: [...]}: the NIC's global addresses usable as a source, the
+    widest prefix first: a routed plane's failover address (IPv4 /32, IPv6 /128 and
+    deprecated) stands for another plane's address and is never a plane's own source."""
     if not HAS_PYROUTE2:
         raise CheckError("pyroute2 is required on the target (%s): install python3-pyroute2" % PYROUTE2_IMPORT_ERROR)
     try:
@@ -183,7 +185,7 @@ def nic_addresses(ifindex) -> dict:
             continue
         flags = msg.get_attr("IFA_FLAGS")
         flags = msg["flags"] if flags is None else flags
-        if flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED):
+        if flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED | IFA_F_DEPRECATED):
             continue
         if msg["family"] == socket.AF_INET:
             addr, family = msg.get_attr("IFA_LOCAL") or msg.get_attr("IFA_ADDRESS"), 4
@@ -193,6 +195,8 @@ def nic_addresses(ifindex) -> dict:
             continue
         if addr:
             out[family].append(ipaddress.ip_interface("%s/%d" % (addr, msg["prefixlen"])))
+    for found in out.values():
+        found.sort(key=lambda iface: iface.network.prefixlen)
     return out
 
 

@@ -47,11 +47,12 @@ def ansible_env():
 
 
 @contextlib.contextmanager
-def deployed_lab(inventory_dir, prefix='t'):
-    """A default-topology lab, up, with its inventory at inventory_dir/hosts.yml, deployed with site.yml."""
+def deployed_lab(inventory_dir, prefix='t', topology='default'):
+    """A lab of `topology` (default: the default one), up, with its inventory at
+    inventory_dir/hosts.yml, deployed with site.yml."""
     if os.geteuid() != 0:
         raise RuntimeError('a deployed lab needs root (namespaces, tc, bpf)')
-    lab = Lab('default', name='%s-%s' % (prefix, uuid.uuid4().hex[:6]))
+    lab = Lab(topology, name='%s-%s' % (prefix, uuid.uuid4().hex[:6]))
     inventory = Path(inventory_dir) / 'hosts.yml'
     try:
         lab.up(inventory=inventory)
@@ -68,6 +69,12 @@ def counters(lab, host):
     """{plane: {counter: value summed over CPUs}} from the host's pinned maps."""
     with DatapathMaps.open_pinned(str(lab.pin_root(host))) as maps:
         return {name: maps.plane_counters(index) for index, name in enumerate(PLANES)}
+
+
+def xlat_counters(lab, host, plane_name):
+    """The routed-mode translation counters of one plane, summed over CPUs."""
+    with DatapathMaps.open_pinned(str(lab.pin_root(host))) as maps:
+        return maps.xlat_counters_of(PLANES.index(plane_name))
 
 
 def delta(after, before):

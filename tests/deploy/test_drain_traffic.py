@@ -7,7 +7,9 @@ steers, r2h1 learns from the first steered packet and steers its replies too) wi
 one UDP packet or resetting the TCP connection; undraining must move both back, again
 without loss. The move is proven three ways: the per-plane counters of both hosts, the
 packet counters of the switch ports (what really crossed each plane), and the peer state
-the plane_state module reports. Run with -s to see the figures.
+the plane_state module reports. On the default (L2) fabric and on the routed one, where
+plane b does not carry plane a's prefixes and the move translates to failover addresses.
+Run with -s to see the figures.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from deployed import counters, delta, deployed_lab, peer, plane, port_packets, query
+from deployed import counters, delta, deployed_lab, peer, plane, port_packets, query, xlat_counters
 from deploy_helpers import run_playbook
 
 from edgeft_lab.traffic import TcpStream, UdpStream
@@ -34,9 +36,10 @@ PORTS = {('r1h1', 'a'): ('tor-r1-a', 'r1h1'), ('r1h1', 'b'): ('tor-r1-b', 'r1h1'
          ('r2h1', 'a'): ('tor-r2-a', 'r2h1'), ('r2h1', 'b'): ('tor-r2-b', 'r2h1')}
 
 
-@pytest.fixture(scope='module')
-def lab(tmp_path_factory):
-    with deployed_lab(tmp_path_factory.mktemp('inv'), prefix='td') as deployed:
+@pytest.fixture(scope='module', params=['default', 'routed'])
+def lab(request, tmp_path_factory):
+    with deployed_lab(tmp_path_factory.mktemp('inv'), prefix='td', topology=request.param) as deployed:
+        deployed.fabric = request.param
         yield deployed
 
 
@@ -132,8 +135,9 @@ def test_drain_and_undrain_move_both_directions_without_loss(lab, family):
     busy = 0.5 * PPS * WINDOW  # the UDP stream alone sends PPS * WINDOW in a window
 
     # Drained: r1h1 sends nothing to a peer on plane a: the drain routes the peers' plane-a
-    # addresses via plane b (held table), and what a socket's cached route still hands to plane
-    # a's NIC is steered there, so it all leaves on b...
+    # addresses via plane b (held table; on the routed fabric via plane b's gateway, translated
+    # by plane b's egress), and what a socket's cached route still hands to plane a's NIC is
+    # steered there, so it all leaves on b...
     w = windows['drained']
     assert w[SRC]['a']['tx_packets'] == 0, w[SRC]['a']
     assert w[SRC]['b']['tx_packets'] + w[SRC]['b']['steered_in_packets'] >= busy, w[SRC]['b']
@@ -168,3 +172,7 @@ def test_drain_and_undrain_move_both_directions_without_loss(lab, family):
     assert (undrain[DST]['b']['learned'], undrain[DST]['a']['unlearned']) == (0, 1), undrain[DST]
     total = window(s0, s4)[SRC]
     assert all(total[p]['learned'] == 0 and total[p]['unlearned'] == 0 for p in ('a', 'b')), total
+    if lab.fabric == 'routed':
+        # Plane b routes only its own prefixes: every packet of the move went translated, both ways.
+        moved = xlat_counters(lab, SRC, 'b'), xlat_counters(lab, DST, 'b')
+        assert all(c['translated_out'] > 0 and c['translated_in'] > 0 and c['untranslatable'] == 0 for c in moved), moved

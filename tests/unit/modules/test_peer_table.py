@@ -524,4 +524,6 @@ def test_a_failover_address_needs_the_native_address_it_stands_for(host):
     planes = routed_planes()
     planes[0].pop("ipv4")
     r = run(host, [routed_h2()], planes=planes)
-    assert r.get("failed") and "planes[1].failover4: this host's failover address on plane b stands for its ipv4 address on plane a, which planes[0].ipv4 does not give" in r["msg"], r["msg"]
+    want = ("planes[1].failover4: this host's failover address on plane b stands for its ipv4 address on plane a, "
+            "which planes[0].ipv4 does not give")
+    assert r.get("failed") and want in r["msg"], r["msg"]
