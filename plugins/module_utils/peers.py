@@ -252,13 +252,15 @@ def plan_table(maps, record, planes, desired, neighbors=True, max_peers=None, cu
     plan.added.sort()
     plan.updated.sort()
 
-    # Neighbours: every plane address resolved on its plane NIC, managed by the kernel.
+    # Neighbours: every plane address resolved on its plane NIC, managed by the kernel; not
+    # on routed planes, where the peers' addresses are behind the plane's gateway.
     nic = {p["index"]: p["interface"] for p in planes}
     want = set()
     if neighbors:
         for p in desired:
             for plane, fams in p["hops"].items():
-                want.update((a, nic[plane]) for a in fams.values())
+                if plane not in routed:
+                    want.update((a, nic[plane]) for a in fams.values())
     current_neigh = iproute.neighbours() if current_neigh is None else current_neigh
     plan.neigh_add = sorted(n for n in want if not current_neigh.get(n, {}).get("managed"))
     plan.neigh_delete = sorted(n for n in record.neighbors - want if current_neigh.get(n, {}).get("managed"))

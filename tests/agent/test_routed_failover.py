@@ -74,6 +74,10 @@ def test_silent_tor_on_a_routed_plane(routed_agent_lab, family):
     print("\nrouted, silent tor-r2-a (IPv%d): %s\n%s" % (family, u.summary(), t.summary()))
     assert u.max_outage_ms <= 100.0, u.summary()
     assert t.resets == 0 and t.survived, t.summary()
+    # The agent's metrics show the translation (its own counters from edgeft_xctr_v1).
+    plane_b = frozenset({"plane": "b", "interface": "fab1"}.items())
+    m = agents.metrics("r1h1")
+    assert m[("edgeft_datapath_translated_out_total", plane_b)] > 0, sorted(k for k in m if "translat" in k[0])
 
 
 def test_a_multi_rail_pair_keeps_both_flows_when_plane_a_fails(routed_agent_lab):

@@ -124,6 +124,9 @@ def metrics(agent) -> str:
         for counter, value in agent.maps.plane_counters(s.index).items():
             kind = "counter"
             fam("edgeft_datapath_%s_total" % counter, kind, "Data path counter %s of the plane (edgeft_ctrs_v1)" % counter).add(value, **lab)
+        for counter, value in agent.maps.xlat_counters_of(s.index).items():
+            fam("edgeft_datapath_%s_total" % counter, "counter",
+                "Routed-mode translation counter %s of the plane (edgeft_xctr_v1)" % counter).add(value, **lab)
     names = {s.index: s.name for s in agent.planes.values()}
     for peer_id in sorted(agent.peers):
         st = agent.maps.get_peer(peer_id)

@@ -6,7 +6,7 @@ plane-0 address must leave on plane 1 from our plane-1 failover address to the
 peer's, with every checksum still right; ingress on plane 1 of the peer's
 translated packets must come back as native plane-0 addresses. The kernel's
 test run builds its skb with CHECKSUM_NONE: the offloaded (CHECKSUM_PARTIAL)
-case is covered by tests/lab/test_routed_translation_offload.py on veths.
+case is covered by tests/unit/bpf/test_routed_translation_offload.py on veths.
 """
 
 from __future__ import annotations

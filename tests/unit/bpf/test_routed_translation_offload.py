@@ -16,7 +16,7 @@ valid checksum only if that sum was updated right. With fab0's offload off
 too, UDP arrives at the hook fully checksummed (CHECKSUM_NONE), the other
 case. Kernel TCP always hands down CHECKSUM_PARTIAL, so a TCP segment sent on
 a raw socket (CHECKSUM_NONE, checksum computed here) covers TCP's other case;
-a UDP datagram IPv4/IPv6 fragments covers fragments.
+a UDP datagram over the MTU, fragmented by the sender, covers fragments.
 
 What the hook saw is observed, not assumed: with fab1's offload on, nothing
 completes the checksum on the way, veth hands the skb over as it is, and the

@@ -488,6 +488,8 @@ def test_failover_addresses_make_a_plane_routed_and_reach_both_maps(host):
     }
     assert [m.get_plane(i)["routed"] for i in (0, 1)] == [False, True]
     assert [p["routed"] for p in r["planes"]] == [False, True]
+    # The peers' addresses are behind a routed plane's gateway: no neighbour entries there.
+    assert {dev for _addr, dev in host.neighbours(1)} == {"fab0"}
     assert "198.19.255.2 on plane b for %s (peer)" % L.ADDR[2][4][0] in r["failover_addresses"]
     again = ok(run(host, [routed_h2()], planes=routed_planes()))
     assert not again["changed"]
