@@ -304,8 +304,8 @@ def ours(frames, family, src):
 def complete(family):
     def done(frames):
         got = ours(frames, family, FO1[family])
-        kinds = {kind(p, family) for _, _, p in got if not is_fragment(p, family)}
-        frags = [d for d, _, p in got if is_fragment(p, family)]
+        kinds = {kind(p, family) for _data, _aux, p in got if not is_fragment(p, family)}
+        frags = [d for d, _aux, p in got if is_fragment(p, family)]
         return {"udp", "tcp", "raw-tcp"} <= kinds and reassemble(frags, family) is not None
     return done
 
@@ -399,7 +399,7 @@ def test_control_a_partial_checksum_reaches_the_wire_unverified(lab, family):
     src, dst = L.ADDR[1][family][0], L.ADDR[2][family][0]
 
     def native(frames):
-        return {kind(p, family) for _, _, p in ours(frames, family, src) if not is_fragment(p, family)} >= {"udp", "tcp", "raw-tcp"}
+        return {kind(p, family) for _data, _aux, p in ours(frames, family, src) if not is_fragment(p, family)} >= {"udp", "tcp", "raw-tcp"}
 
     for fab0_tx in (True, False):
         assert tx_csum(lab.ns[1], "fab0", fab0_tx) is fab0_tx
