@@ -310,14 +310,7 @@ def _failover_prefix(
             )
         prefix = last_subnet
     else:
-        if not isinstance(value, str):
-            raise TopologyError(source, where, f"must be an IPv{family} prefix string like {last_subnet}")
-        try:
-            prefix = ip_network(value, strict=True)
-        except ValueError as exc:
-            raise TopologyError(source, where, f"invalid IPv{family} prefix {value!r}: {exc}") from None
-        if prefix.version != family:
-            raise TopologyError(source, where, f"{value} is not an IPv{family} prefix")
+        prefix = _parse_prefix(source, where, value, family, last_subnet)
         # A plane's routers carry only that plane's prefix; its hosts route only it via the plane.
         if not prefix.subnet_of(plane_prefix):  # type: ignore[arg-type]
             raise TopologyError(source, where, f"{value} is outside the plane's {plane_prefix}; it must lie inside it")
@@ -332,14 +325,7 @@ def _failover_prefix(
 def _prefix(
     source: str, where: str, value: Any, family: int, allowed: IPv4Network | IPv6Network, subnet_len: int, racks: int
 ) -> IPv4Network | IPv6Network:
-    if not isinstance(value, str):
-        raise TopologyError(source, where, f"must be an IPv{family} prefix string like {allowed}")
-    try:
-        prefix = ip_network(value, strict=True)
-    except ValueError as exc:
-        raise TopologyError(source, where, f"invalid IPv{family} prefix {value!r}: {exc}") from None
-    if prefix.version != family:
-        raise TopologyError(source, where, f"{value} is not an IPv{family} prefix")
+    prefix = _parse_prefix(source, where, value, family, allowed)
     if not prefix.subnet_of(allowed):  # type: ignore[arg-type]
         raise TopologyError(source, where, f"{value} is outside {allowed}, the only range lab traffic may use")
     # Subnet 0 holds routed transit links, subnets 1..racks the racks.
@@ -349,6 +335,20 @@ def _prefix(
             source, where, f"{value} is too small: {racks} racks need /{subnet_len} subnets 0..{racks}, "
             f"so at most a /{subnet_len - needed}"
         )
+    return prefix
+
+
+def _parse_prefix(
+    source: str, where: str, value: Any, family: int, example: IPv4Network | IPv6Network
+) -> IPv4Network | IPv6Network:
+    if not isinstance(value, str):
+        raise TopologyError(source, where, f"must be an IPv{family} prefix string like {example}")
+    try:
+        prefix = ip_network(value, strict=True)
+    except ValueError as exc:
+        raise TopologyError(source, where, f"invalid IPv{family} prefix {value!r}: {exc}") from None
+    if prefix.version != family:
+        raise TopologyError(source, where, f"{value} is not an IPv{family} prefix")
     return prefix
 
 

@@ -22,11 +22,13 @@ def test_molecule_default_scenario():
 
 
 @pytest.mark.slow
-def test_molecule_maintenance_scenario():
-    """Rolling maintenance of every ToR, each powered off while drained, under UDP and TCP traffic."""
+@pytest.mark.parametrize('scenario', ['maintenance', 'maintenance_routed'])
+def test_molecule_maintenance_scenario(scenario):
+    """Rolling maintenance of every ToR, each powered off while drained, under UDP and TCP traffic;
+    on L2 planes and on routed ones (traffic crosses the other plane translated)."""
     if os.geteuid() != 0:
         pytest.skip('the namespace lab needs root')
-    proc = subprocess.run(['molecule', 'test', '-s', 'maintenance'], cwd=ROOT, stdin=subprocess.DEVNULL,
+    proc = subprocess.run(['molecule', 'test', '-s', scenario], cwd=ROOT, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=1500, check=False)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-12000:]
