@@ -155,7 +155,11 @@ def test_link_down_mid_stream_shows_as_loss_gap_and_stall(healthy):
     outage_ms = u.marks["repair"] - u.marks["fault"]  # what the fault really lasted, with its netlink work
     assert u.lost > 0 and u.longest_loss_run > 0
     assert 250 <= u.max_gap_ms <= outage_ms + 50
-    assert abs(u.max_gap_at_ms - u.marks["fault"]) < 30  # the gap is the fault's, not elsewhere
+    # The gap is the fault's, not elsewhere: it starts once the fault call began and ends by the
+    # time the repair call returned (the mark follows it). When within that window the link
+    # really went down is the netlink call's latency (120 ms once on a loaded machine).
+    assert u.marks["fault"] - 5 <= u.max_gap_at_ms
+    assert u.max_gap_at_ms + u.max_gap_ms <= u.marks["repair"] + 50
     assert u.sender_max_gap_ms < 50  # and not the sender's own pause
     assert u.received_between(u.marks["repair"] + 50) > 5_000  # traffic resumed after the repair
     assert u.lost == pytest.approx(u.longest_loss_run, abs=5)  # one outage, not scattered loss
