@@ -505,6 +505,14 @@ static __always_inline int edgeft_translate_in(struct __sk_buff *skb, struct edg
 	return 0;
 }
 
+/* Packets of one instant on several CPUs all pass the hold: only the one
+ * that moves changed_ns from what it read makes the change (and counts it);
+ * the others see it done. */
+static __always_inline int edgeft_claim_change(struct edgeft_peer_state *st, __u64 since, __u64 now)
+{
+	return __sync_val_compare_and_swap(&st->changed_ns, since, now) == since;
+}
+
 int edgeft_ingress(struct __sk_buff *skb)
 {
 	struct edgeft_pkt p = {};
@@ -579,7 +587,9 @@ int edgeft_ingress(struct __sk_buff *skb)
 	/* An identity address names no plane. */
 	if (native >= EDGEFT_MAX_PLANES || (st->flags & EDGEFT_PEER_NO_LEARN))
 		return TC_ACT_UNSPEC;
-	if ((__s64)(now - st->changed_ns) < EDGEFT_LEARN_HOLD_NS)
+	__u64 since = st->changed_ns;
+
+	if ((__s64)(now - since) < EDGEFT_LEARN_HOLD_NS)
 		return TC_ACT_UNSPEC;
 
 	__u8 here_bit = 1 << EDGEFT_PLANE;
@@ -587,13 +597,12 @@ int edgeft_ingress(struct __sk_buff *skb)
 	if (native == EDGEFT_PLANE) {
 		/* The peer sends on its own plane again: forget what its steering
 		 * taught us. Down bits the control plane set are not ours to clear. */
-		if (st->learned_mask & here_bit) {
+		if ((st->learned_mask & here_bit) && edgeft_claim_change(st, since, now)) {
 			st->down_mask &= ~here_bit;
 			st->learned_mask &= ~here_bit;
 			/* Nothing left to avoid: report the plane it came back to. */
 			if (!st->down_mask)
 				st->active_plane = EDGEFT_PLANE;
-			st->changed_ns = now;
 			if (c)
 				c->unlearned++;
 		}
@@ -617,11 +626,11 @@ int edgeft_ingress(struct __sk_buff *skb)
 	__u8 down = (st->down_mask | left_bit) & ~here_bit;
 	__u8 learned = (st->learned_mask | (left_bit & ~st->down_mask)) & ~here_bit;
 
-	if (st->active_plane != EDGEFT_PLANE || st->down_mask != down || st->learned_mask != learned) {
+	if ((st->active_plane != EDGEFT_PLANE || st->down_mask != down || st->learned_mask != learned) &&
+	    edgeft_claim_change(st, since, now)) {
 		st->active_plane = EDGEFT_PLANE;
 		st->down_mask = down;
 		st->learned_mask = learned;
-		st->changed_ns = now;
 		if (c)
 			c->learned++;
 	}
