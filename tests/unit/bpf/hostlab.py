@@ -30,6 +30,17 @@ ADDR = {
 }
 
 
+def missing() -> str | None:
+    """Why the two-host tests cannot run here (root, bcc), or None: for skipif."""
+    if os.geteuid() != 0:
+        return "needs root (namespaces, tc, bpf)"
+    try:
+        import bcc  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    except ImportError:
+        return "bcc missing: install python3-bpfcc"
+    return None
+
+
 def ip(*args: str) -> str:
     return subprocess.run(["ip", *args], check=True, capture_output=True, text=True).stdout
 

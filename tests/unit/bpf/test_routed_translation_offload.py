@@ -37,7 +37,6 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import ipaddress
-import os
 import socket
 import struct
 import time
@@ -51,17 +50,7 @@ import hostlab as L
 from checksums import udp_datagram_checksum_ok, wrong_checksums
 
 
-def _problem():
-    if os.geteuid() != 0:
-        return "needs root (namespaces, bpf)"
-    try:
-        import bcc  # noqa: F401
-    except ImportError:
-        return "bcc missing: install python3-bpfcc"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_problem() is not None, reason=str(_problem()))
+pytestmark = pytest.mark.skipif(L.missing() is not None, reason=str(L.missing()))
 
 PEER_ID = 7
 # Plane 1's failover addresses, standing for each host's plane-0 address.

@@ -26,17 +26,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath import la
 from ansible_collections.edgeft.failover.plugins.modules import peer_table  # noqa: E402
 
 
-def _problem():
-    if os.geteuid() != 0:
-        return "needs root (namespaces, bpf)"
-    try:
-        import bcc  # noqa: F401
-    except ImportError:
-        return "bcc missing: install python3-bpfcc"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_problem() is not None, reason=str(_problem()))
+pytestmark = pytest.mark.skipif(L.missing() is not None, reason=str(L.missing()))
 
 H2 = L.peer_decl(2)
 # Peers that do not exist on the wire: their neighbour entries never resolve.

@@ -31,17 +31,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps impo
 from ansible_collections.edgeft.failover.plugins.modules import peer_table, plane_state  # noqa: E402
 
 
-def _problem():
-    if os.geteuid() != 0:
-        return "needs root (namespaces, tc, bpf)"
-    try:
-        import bcc  # noqa: F401
-    except ImportError:
-        return "bcc missing: install python3-bpfcc"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_problem() is not None, reason=str(_problem()))
+pytestmark = pytest.mark.skipif(L.missing() is not None, reason=str(L.missing()))
 
 OTHER = {1: 2, 2: 1}
 
