@@ -4,7 +4,7 @@
                                                         [--lead 0.5] [--fault-seconds 2] [--tail 2.5]
                                                         [--quiet 60] [--json]
 
-On a lab of its own (tests/agent/fabric.yml: r1h1 in rack 1, r2h1 in rack 2, planes a and b;
+On a lab of its own (tests/lab/agent/fabric.yml: r1h1 in rack 1, r2h1 in rack 2, planes a and b;
 a unique name, torn down at the end even on errors or Ctrl-C), a 10 kpps UDP stream and a
 50 Mbit/s TCP stream run r1h1 -> r2h1's plane-a address while each fault is injected for
 --fault-seconds and repaired. Every fault runs in three modes, in this order:

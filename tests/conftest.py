@@ -7,14 +7,11 @@ and the plugin loader finds edgeft.failover.netns.
 """
 
 import os
-import pathlib
-import sys
 import warnings
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-for _tree in ('lab', 'demo'):  # the lab and the demo are packages of the checkout, not installed
-    if str(ROOT / _tree) not in sys.path:
-        sys.path.insert(0, str(ROOT / _tree))
+from repo import REPO
+
+ROOT = REPO
 
 
 def _collections_path():

@@ -5,7 +5,7 @@
 A request goes to the peer's address on one plane, UDP port PORT; the peer's
 tc ingress program answers it in the kernel (swaps addresses, ports and the
 two kind halves), so a reply carries back our session, sequence number and
-send time untouched. tests/unit/bpf/test_probe_reflector.py compiles asserts of
+send time untouched. tests/kernel/bpf/test_probe_reflector.py compiles asserts of
 these values against the header.
 
 CHECK / CHECK_REPLY are the plane_check module's probes (module_utils/plane_check.py):

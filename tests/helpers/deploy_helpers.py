@@ -1,0 +1,32 @@
+"""Helpers of the deploy tests (imported by name: every test directory has its own conftest)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from repo import REPO
+
+RECAP = re.compile(r'^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
+
+
+def run_playbook(inventory, playbook='playbooks/site.yml', *extra):
+    """Run a playbook of the collection; return (returncode, output, {host: (changed, failed)})."""
+    proc = subprocess.run(['ansible-playbook', '-i', str(inventory), str(REPO / playbook)] + list(extra),
+                          cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False,
+                          env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
+    out = proc.stdout + proc.stderr
+    recap = {m.group(1): (int(m.group(3)), int(m.group(4)) + int(m.group(5))) for m in RECAP.finditer(out)}
+    return proc.returncode, out, recap
+
+
+def pinned(lab, host):
+    root = lab.pin_root(host)
+    return sorted(os.listdir(root)) if os.path.isdir(root) else []
+
+
+def tc_filters(lab, host, ifname, direction):
+    """tc filters on a host NIC, as `tc` prints them (read-only)."""
+    out = subprocess.run(['tc', '-n', lab.netns(host), 'filter', 'show', 'dev', ifname, direction],
+                         capture_output=True, text=True, check=False)
+    return out.stdout

@@ -1,0 +1,132 @@
+"""The switch maintenance playbooks on a deployed lab: guards, --check, batches and bad input.
+
+(The molecule scenario `maintenance` runs the rolling maintenance of every ToR under traffic,
+with real power-offs; these tests prove what must be refused, and that a refusal changes nothing.)
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+from deploy_helpers import run_playbook  # noqa: E402
+from deployed import deployed_lab  # noqa: E402
+
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps  # noqa: E402
+
+HOSTS = ('r1h1', 'r1h2', 'r2h1', 'r2h2')
+
+
+@pytest.fixture(scope='module')
+def lab(tmp_path_factory):
+    with deployed_lab(tmp_path_factory.mktemp('inv'), prefix='mt') as lab:
+        yield lab
+
+
+def datapath_state(lab):
+    """Every host's plane flags and per-peer steering state, straight from the pinned maps."""
+    out = {}
+    for host in HOSTS:
+        with DatapathMaps.open_pinned(str(lab.pin_root(host))) as maps:
+            planes = [maps.planes.get(i).flags for i in range(2)]
+            peers = {}
+            for peer_id in maps.peer_ids():
+                st = maps.state.get(peer_id)
+                peers[peer_id] = (st.down_mask, st.learned_mask)
+        out[host] = {'planes': planes, 'peers': peers}
+    return out
+
+
+def maintain(lab, playbook, switch, tmp_path, *extra):
+    report_dir = tmp_path / 'report'
+    rc, out, _recap = run_playbook(lab.inventory_path, 'playbooks/%s.yml' % playbook, '-e', 'edgeft_switch=%s' % switch,
+                                   '-e', 'edgeft_report_dir=%s' % report_dir, '-e', 'edgeft_verify_seconds=1', *extra)
+    reports = sorted(report_dir.glob('*/report.json'))
+    report = json.loads(reports[-1].read_text()) if reports else None
+    return rc, out, report
+
+
+@pytest.fixture
+def clean(lab):
+    """Every test starts and ends with nothing drained."""
+    initial = datapath_state(lab)
+    yield initial
+    assert datapath_state(lab) == initial, 'the test left the data path changed'
+
+
+def test_check_mode_shows_what_would_move_and_changes_nothing(lab, clean, tmp_path):
+    rc, out, report = maintain(lab, 'rolling_maintenance', 'tor-r1-a', tmp_path, '--check', '--diff')
+    assert rc == 0, out[-4000:]
+    assert 'Would drain tor-r1-a: plane a off on r1h1, r1h2; r2h1, r2h2 steer its traffic for them' in ' '.join(out.split())
+    assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'would undrain')]
+    assert datapath_state(lab) == clean
+
+
+def test_draining_the_second_tor_of_a_rack_is_refused_and_changes_nothing(lab, clean, tmp_path):
+    rc, out, report = maintain(lab, 'switch_drain', 'tor-r1-a', tmp_path / 'one')
+    assert rc == 0, out[-4000:]
+    assert [(r['switch'], r['status'], r['lost_packets']) for r in report] == [('tor-r1-a', 'drained', 0)]
+    drained = datapath_state(lab)
+    assert drained['r1h1']['planes'][0] & 0x2 and drained['r1h2']['planes'][0] & 0x2
+    assert drained['r2h1']['peers'] != clean['r2h1']['peers']  # r2h1 avoids plane a towards r1h1 and r1h2
+    try:
+        rc, out, report = maintain(lab, 'switch_drain', 'tor-r1-b', tmp_path / 'two')
+        assert rc != 0
+        text = ' '.join(out.split())
+        assert ("tor-r1-b: r1h1's plane 'a' is already drained (switch tor-r1-a): draining tor-r1-b too would leave "
+                "r1h1 no plane; undrain that first") in text, out[-4000:]
+        assert [(r['switch'], r['status']) for r in report] == [('tor-r1-b', 'not drained, nothing changed')]
+        assert datapath_state(lab) == drained
+    finally:
+        rc, out, report = maintain(lab, 'switch_undrain', 'tor-r1-a', tmp_path / 'three')
+    assert rc == 0, out[-4000:]
+    assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'done')]
+
+
+def test_a_host_failing_mid_batch_stops_later_batches(lab, clean, tmp_path):
+    # While tor-r2-a (the second batch) is maintained, r1h1 - a host steering around it - fails:
+    # its data path becomes unreadable for the rest of the run (a wrong pin_root, as when its
+    # bpffs vanished). tor-r2-a cannot be undrained, so it stays drained, and with the default
+    # max_fail_percentage of 0 the batch after it (tor-r1-b) never starts.
+    tasks = tmp_path / 'break_r1h1.yml'
+    tasks.write_text(
+        '- name: Break the data path of r1h1 for the rest of the run\n'
+        '  ansible.builtin.set_fact:\n'
+        '    edgeft_pin_root: /nonexistent/edgeft\n'
+        '  delegate_to: r1h1\n'
+        '  delegate_facts: true\n'
+        "  when: inventory_hostname == 'tor-r2-a'\n")
+    try:
+        rc, out, report = maintain(lab, 'rolling_maintenance', 'tor-r1-a,tor-r2-a,tor-r1-b', tmp_path / 'run',
+                                   '-e', 'edgeft_maintenance_tasks=%s' % tasks)
+        assert rc != 0
+        rows = {r['switch']: r for r in report}
+        assert list(rows) == ['tor-r1-a', 'tor-r2-a'], out[-4000:]
+        assert rows['tor-r1-a']['status'] == 'done'
+        assert rows['tor-r2-a']['status'] == 'undrain failed, left drained'
+        assert 'r1h1' in ' '.join(rows['tor-r2-a']['failures'])
+        state = datapath_state(lab)
+        assert state['r2h1']['planes'][0] & 0x2 and state['r2h2']['planes'][0] & 0x2  # tor-r2-a: still drained
+        assert not any(state[h]['planes'][1] & 0x2 for h in HOSTS)  # tor-r1-b: never touched
+    finally:
+        rc, out, report = maintain(lab, 'switch_undrain', 'tor-r2-a', tmp_path / 'undrain')
+    assert rc == 0, out[-4000:]
+
+
+@pytest.mark.parametrize('switch, extra_inventory, message', [
+    ('tor-r9-a', None, "edgeft_switch: 'tor-r9-a' is neither a switch of the inventory nor a group of switches"),
+    ('empty_tors', 'all:\n  children:\n    empty_tors:\n      hosts: {}\n', "edgeft_switch: group 'empty_tors' is empty"),
+    ('tor-r2-a', 'all:\n  children:\n    fabric:\n      hosts:\n        r2h2:\n          ansible_host: edgeft-nowhere\n',
+     'edgeft_switch: r2h2 did not answer (unreachable, or no edgeft data path): nothing was changed'),
+])
+def test_bad_requests_fail_before_any_host_changes(lab, clean, tmp_path, switch, extra_inventory, message):
+    extra = []
+    if extra_inventory:
+        path = tmp_path / 'extra.yml'
+        path.write_text(extra_inventory)
+        extra = ['-i', str(path)]
+    rc, out, _report = maintain(lab, 'rolling_maintenance', switch, tmp_path, *extra)
+    assert rc != 0
+    assert message in ' '.join(out.split()), out[-4000:]
