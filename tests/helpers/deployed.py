@@ -1,12 +1,9 @@
-"""A lab deployed with playbooks/site.yml, and ways to look at its data path, for the tests of this directory.
+"""Labs deployed with playbooks/site.yml, shared by the lab tests, and ways to look at their data path.
 
-    @pytest.fixture(scope='module')
-    def lab(tmp_path_factory):
-        with deployed_lab(tmp_path_factory.mktemp('inv')) as lab:
-            yield lab
-
-The lab has a unique name (a developer's running lab is never touched) and is torn down even
-when the deployment or a test fails. What the tests read:
+SharedDeployment holds one deployed lab of a topology for the whole run (tests/lab/conftest.py
+makes one per topology on first use) and hands it out reset to what a deployment leaves. The
+lab has a unique name (a developer's running lab is never touched) and is torn down even when
+the deployment or a test fails. What the tests read:
 
 - `counters(lab, host)`: the per-plane counters straight from the host's pinned maps (fast,
   so a test can take them at precise moments while traffic runs);
@@ -18,7 +15,6 @@ when the deployment or a test fails. What the tests read:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -26,12 +22,12 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from deploy_helpers import run_playbook
+from edgeft_lab import Lab
+from redeploy_under_load import lab_down  # benchmarks/
 
-from deploy_helpers import run_playbook  # noqa: E402
-from edgeft_lab import Lab  # noqa: E402
-from redeploy_under_load import lab_down  # noqa: E402  (benchmarks/)
-
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
 from repo import REPO
 
 PLANES = ('a', 'b')
@@ -42,12 +38,7 @@ def ansible_env():
     return dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1')
 
 
-@contextlib.contextmanager
-def deployed_lab(inventory_dir, prefix='t', topology='default'):
-    """A lab of `topology` (default: the default one), up, with its inventory at
-    inventory_dir/hosts.yml, deployed with site.yml."""
-    if os.geteuid() != 0:
-        raise RuntimeError('a deployed lab needs root (namespaces, tc, bpf)')
+def _deploy(inventory_dir, prefix, topology):
     lab = Lab(topology, name='%s-%s' % (prefix, uuid.uuid4().hex[:6]))
     inventory = Path(inventory_dir) / 'hosts.yml'
     try:
@@ -56,9 +47,50 @@ def deployed_lab(inventory_dir, prefix='t', topology='default'):
         rc, out, recap = run_playbook(inventory)
         if rc != 0 or not recap or any(failed for _changed, failed in recap.values()):
             raise RuntimeError('playbooks/site.yml failed on lab %s:\n%s' % (lab.name, out[-6000:]))
-        yield lab
-    finally:
+    except BaseException:
         lab_down(lab)
+        raise
+    return lab
+
+
+def neutral_problem(lab):
+    """Why the deployed lab is not as a deployment leaves it (a plane drained or down, a peer
+    steered, a host unreachable), after repairing every fault; None when it is."""
+    lab.repair_all()
+    for host in [h.name for h in lab.plan.hosts]:
+        with DatapathMaps.open_pinned(str(lab.pin_root(host))) as maps:
+            for index in range(len(PLANES)):
+                flags = maps.planes.get(index).flags
+                if flags & layout.PLANE_DRAINED or not flags & layout.PLANE_UP:
+                    return '%s: plane %s flags %#x (drained or down)' % (host, PLANES[index], flags)
+            for peer_id in maps.peer_ids():
+                if maps.state.get(peer_id).down_mask:
+                    return '%s: peer %d has planes judged down' % (host, peer_id)
+    matrix = lab.ping_matrix()
+    return None if matrix.ok else matrix.format()
+
+
+class SharedDeployment:
+    """One deployed lab of a topology for every test of the run that only needs a deployed
+    lab (tests/lab/conftest.py); `neutral()` hands it out as a deployment leaves it. A lab a
+    test left broken is reported and rebuilt, never passed on."""
+
+    def __init__(self, inventory_dir, prefix, topology):
+        self.inventory_dir, self.prefix, self.topology = inventory_dir, prefix, topology
+        self.lab = _deploy(inventory_dir, prefix, topology)
+
+    def neutral(self):
+        problem = neutral_problem(self.lab)
+        if problem:
+            print('\nshared lab %s (%s) left broken, rebuilding it: %s' % (self.lab.name, self.topology, problem))
+            lab_down(self.lab)
+            self.lab = _deploy(self.inventory_dir, self.prefix, self.topology)
+            problem = neutral_problem(self.lab)
+            assert problem is None, 'a freshly deployed %s lab is not neutral: %s' % (self.topology, problem)
+        return self.lab
+
+    def down(self):
+        lab_down(self.lab)
 
 
 def counters(lab, host):

@@ -40,8 +40,9 @@ def test_molecule_maintenance_scenario(scenario):
 
 @pytest.mark.slow
 def test_molecule_vm_scenario():
-    """Debian VMs under qemu: bonds and the eBPF failover on the distro kernel, through a reboot
-    and switch faults. The image is built from Debian packages on first use, then cached."""
+    """Two Debian VMs under qemu, each with a bond and the eBPF failover on the distro kernel,
+    through a reboot and switch faults. The image is built from Debian packages on first use,
+    then cached by its inputs."""
     if os.geteuid() != 0:
         pytest.skip('the VM lab needs root')
     logs = '/var/log/edgeft-vm'
@@ -52,7 +53,8 @@ def test_molecule_vm_scenario():
     kept = sorted(set(os.listdir(logs)) - before) if os.path.isdir(logs) else []
     assert proc.returncode == 0, log[-12000:] + '\nVM serial consoles kept in: ' + ', '.join(
         os.path.join(logs, k) for k in kept)
-    # The idempotence check ran after the reboot of r1h1 and r2h1, and verify failed sw-a over twice.
+    # The idempotence check ran after the reboot of r1h1 (an eBPF and a bond host at once), and
+    # verify failed sw-a and sw-c over twice (power-off, then silent).
     log = re.sub(r'\x1b\[[0-9;]*m', '', log)  # molecule colours its own lines
     assert log.index('The host did reboot') < log.index('idempotence: Executing'), log[-4000:]
-    assert log.count('TASK [Every peer answers every ping while sw-a stays down]') == 2, log[-4000:]
+    assert log.count('TASK [Every peer answers every ping while sw-a and sw-c stay down]') == 2, log[-4000:]

@@ -20,9 +20,9 @@ import uuid
 
 import pytest
 
-import hostlab as L  # noqa: E402
+import hostlab as L
 
-from ansible_collections.edgeft.failover.plugins.modules import backup_routes  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.modules import backup_routes
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 

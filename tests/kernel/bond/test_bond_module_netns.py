@@ -18,10 +18,10 @@ from unittest import mock
 
 import pytest
 
-import hostlab as L  # noqa: E402
+import hostlab as L
 
-from ansible_collections.edgeft.failover.plugins.module_utils.bond import kernel  # noqa: E402
-from ansible_collections.edgeft.failover.plugins.modules import bond as bond_module  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.module_utils.bond import kernel
+from ansible_collections.edgeft.failover.plugins.modules import bond as bond_module
 
 NO_DRIVER = "bond: this kernel has no bonding driver (CONFIG_BONDING); load the module `bonding` or use a kernel that has it"
 

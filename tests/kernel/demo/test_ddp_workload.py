@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 
-from edgeft_demo.workloads import ddp_train, steplog  # noqa: E402
+from edgeft_demo.workloads import ddp_train, steplog
 from repo import REPO
 
 SCRIPT = REPO / "demo" / "edgeft_demo" / "workloads" / "ddp_train.py"

@@ -15,11 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from edgeft_demo.workloads import steplog
 from repo import REPO
 
 SCRIPT = REPO / "demo" / "edgeft_demo" / "workloads" / "ring_allreduce.py"
-
-from edgeft_demo.workloads import steplog  # noqa: E402
 
 
 def load_ring():

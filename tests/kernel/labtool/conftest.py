@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 
-from edgeft_lab import Lab  # noqa: E402
-from lab_helpers import assert_nothing_left, unique_name, wait_for  # noqa: E402
+from edgeft_lab import Lab
+from lab_helpers import assert_nothing_left, unique_name, wait_for
 
 
 @pytest.fixture

@@ -16,13 +16,11 @@ import subprocess
 import uuid
 
 import pytest
+from ebpf_program_env import environment_problem
+from nshost import bpffs
 from repo import REPO
 
-ROOT = REPO
-
-from ebpf_program_env import environment_problem  # noqa: E402
-from nshost import bpffs  # noqa: E402
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 
 RECAP = re.compile(r'^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)\s+'
                    r'failed=(?P<failed>\d+)', re.MULTILINE)
@@ -83,9 +81,9 @@ def nsname():
 
 
 def _collections_path() -> str:
-    if ROOT.parent.parent.name == 'ansible_collections':
-        return str(ROOT.parent.parent.parent)
-    return str(ROOT / '.build' / 'collections')
+    if REPO.parent.parent.name == 'ansible_collections':
+        return str(REPO.parent.parent.parent)
+    return str(REPO / '.build' / 'collections')
 
 
 def _playbook(tmp_path, nsname, bpffs, state):
@@ -97,14 +95,14 @@ def _playbook(tmp_path, nsname, bpffs, state):
     paths = [_collections_path()] + [p for p in env.get('ANSIBLE_COLLECTIONS_PATH', '').split(os.pathsep) if p]
     env.update({
         'ANSIBLE_COLLECTIONS_PATH': os.pathsep.join(paths),
-        'ANSIBLE_CONFIG': env.get('ANSIBLE_CONFIG') or str(ROOT / 'ansible.cfg'),
+        'ANSIBLE_CONFIG': env.get('ANSIBLE_CONFIG') or str(REPO / 'ansible.cfg'),
         'ANSIBLE_NOCOLOR': '1',
         'ANSIBLE_FORCE_COLOR': '0',
         'ANSIBLE_STDOUT_CALLBACK': 'ansible.builtin.default',
         'ANSIBLE_RETRY_FILES_ENABLED': '0',
     })
     cmd = ['ansible-playbook', '-i', str(tmp_path / 'inventory.yml'), str(tmp_path / 'play.yml'),
-           '-e', 'ebpf_state=%s' % state, '-e', 'ebpf_map_count=%d' % len(layout.MAPS), '-e', 'ebpf_src=%s' % (ROOT / 'bpf' / 'failover_tc.c'),
+           '-e', 'ebpf_state=%s' % state, '-e', 'ebpf_map_count=%d' % len(layout.MAPS), '-e', 'ebpf_src=%s' % (REPO / 'bpf' / 'failover_tc.c'),
            '-e', 'ebpf_pin_root=%s/host' % bpffs, '-e', 'ebpf_state_dir=%s' % (tmp_path / 'state')]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, errors='replace',
                           timeout=600, check=False)

@@ -18,10 +18,10 @@ import textwrap
 
 import pytest
 
-import hostlab as L  # noqa: E402
+import hostlab as L
 
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout  # noqa: E402
-from ansible_collections.edgeft.failover.plugins.modules import peer_table  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
+from ansible_collections.edgeft.failover.plugins.modules import peer_table
 from repo import REPO
 
 

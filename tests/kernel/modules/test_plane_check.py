@@ -17,12 +17,12 @@ import time
 
 import pytest
 
-import hostlab as L  # noqa: E402
+import hostlab as L
 
-from ansible_collections.edgeft.failover.plugins.module_utils import plane_check as core  # noqa: E402
-from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe  # noqa: E402
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout  # noqa: E402
-from ansible_collections.edgeft.failover.plugins.modules import peer_table, plane_check  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.module_utils import plane_check as core
+from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
+from ansible_collections.edgeft.failover.plugins.modules import peer_table, plane_check
 
 
 def _problem():

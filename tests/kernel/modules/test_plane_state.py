@@ -20,13 +20,13 @@ from unittest import mock
 
 import pytest
 
-import hostlab as L  # noqa: E402
+import hostlab as L
 
-from ansible_collections.edgeft.failover.plugins.module_utils import drain_routes  # noqa: E402
-from ansible_collections.edgeft.failover.plugins.module_utils.agent.steer import Steering  # noqa: E402
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout  # noqa: E402
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import MapHandle  # noqa: E402
-from ansible_collections.edgeft.failover.plugins.modules import peer_table, plane_state  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.module_utils import drain_routes
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.steer import Steering
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import MapHandle
+from ansible_collections.edgeft.failover.plugins.modules import peer_table, plane_state
 
 
 pytestmark = pytest.mark.skipif(L.missing() is not None, reason=str(L.missing()))

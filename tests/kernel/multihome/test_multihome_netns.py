@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from mh_netns import ip, plane_host, run_module, snapshot  # noqa: E402
+from mh_netns import ip, plane_host, run_module, snapshot
 
-from ansible_collections.edgeft.failover.plugins.module_utils.multihome import host as host_mod  # noqa: E402
-from ansible_collections.edgeft.failover.plugins.modules import multihome  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.module_utils.multihome import host as host_mod
+from ansible_collections.edgeft.failover.plugins.modules import multihome
 from repo import REPO
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")

@@ -1,5 +1,6 @@
-"""Agent tests: a two-host lab per test, deployed with site.yml (+ the role's agent
-tasks), one agent process per host namespace, killed by PID at teardown.
+"""Agent tests: a two-host lab per topology for the whole run, deployed with site.yml (+ the
+role's agent tasks) and reset between tests; one agent process per host namespace, killed by
+PID at teardown.
 
 Nothing outside the lab's namespaces is touched: agents run with `ip netns exec`,
 their metrics endpoints live on each namespace's own loopback, and every route,
@@ -14,11 +15,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from edgeft_lab import Lab
+from edgeft_lab.agents import HELD_TABLE, Agents, run_playbook  # shared with the benchmarks
 
 HERE = Path(__file__).resolve().parent
-
-from edgeft_lab import Lab  # noqa: E402
-from edgeft_lab.agents import HELD_TABLE, Agents, run_playbook  # noqa: E402  (shared with the benchmarks)
 
 HOSTS = ("r1h1", "r2h1")
 
@@ -74,31 +74,57 @@ def neutral_state(lab):
     assert matrix.ok, matrix.format()
 
 
+class SharedLab:
+    """One deployed lab of a topology for every agent test of the run, reset between tests.
+
+    A test that leaves it broken (the reset cannot bring it back to a neutral state) is
+    reported loudly and the lab is rebuilt, so the next test never inherits the damage.
+    """
+
+    def __init__(self, inventory_dir, topology):
+        self.inventory_dir, self.topology = inventory_dir, topology
+        self.lab = deploy_lab(inventory_dir, topology)
+
+    def neutral(self):
+        """The lab, in the state a fresh deployment leaves (neutral_state), rebuilt if need be."""
+        try:
+            neutral_state(self.lab)
+        except Exception as broken:  # noqa: BLE001  (whatever the reset hit, the lab is not fit)
+            print("\nshared lab %s (%s) left broken, rebuilding it: %s" % (self.lab.name, self.topology, broken))
+            self.lab.down()
+            self.lab = deploy_lab(self.inventory_dir, self.topology)
+            neutral_state(self.lab)
+        return self.lab
+
+    def down(self):
+        self.lab.down()
+
+
 def _shared_lab(tmp_path_factory, topology):
     if os.geteuid() != 0:
         pytest.skip("the agent lab tests need root (namespaces, tc, bpf)")
     if os.environ.get("EDGEFT_AGENT_LAB_PER_TEST") == "1":
         yield None
         return
-    lab = deploy_lab(tmp_path_factory.mktemp("inventory"), topology)
+    shared = SharedLab(tmp_path_factory.mktemp("inventory"), topology)
     try:
-        yield lab
+        yield shared
     finally:
-        lab.down()
+        shared.down()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared_lab(tmp_path_factory):
-    """One deployed lab for the module's tests, unless EDGEFT_AGENT_LAB_PER_TEST=1.
+    """One deployed lab for every agent test of the run, unless EDGEFT_AGENT_LAB_PER_TEST=1.
 
     A deployment costs 25-60 s on a 2-core machine; one per test would take the
     suite past its time budget. Each test still gets fresh agent processes and
-    the data path state of a fresh deployment (neutral_state).
+    the data path state of a fresh deployment (SharedLab.neutral).
     """
     yield from _shared_lab(tmp_path_factory, "fabric.yml")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared_routed_lab(tmp_path_factory):
     """As shared_lab, on the routed fabric (fabric_routed.yml): planes are routed
     leaf-spine networks, steering translates to failover addresses."""
@@ -106,10 +132,11 @@ def shared_routed_lab(tmp_path_factory):
 
 
 def _agent_lab(shared, tmp_path, topology):
-    lab = shared or deploy_lab(tmp_path, topology)
+    lab = shared.neutral() if shared else deploy_lab(tmp_path, topology)
     agents = None
     try:
-        neutral_state(lab)
+        if not shared:
+            neutral_state(lab)
         agents = Agents(lab, lab.inventory_path, tmp_path, hosts=HOSTS)
         yield lab, agents
     finally:

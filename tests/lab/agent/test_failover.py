@@ -12,6 +12,9 @@ import time
 from edgeft_lab.traffic import TcpStream, UdpStream
 
 HOLD_DOWN_MS = 1000  # role default (roles/ebpf_failover/defaults/main.yml)
+# 1,000 probe intervals of 10 ms on each path, under 10 kpps: long enough for a false failover
+# from probe timing to show. The 60 s soak is the benchmark's no-fault row.
+QUIET_SECONDS = 10.0
 MS = 1000000
 
 
@@ -97,11 +100,14 @@ def test_silent_peer_tor(agent_lab):
 
 
 def test_no_failover_without_faults(agent_lab):
-    """60 s of probing under traffic without any fault: not one failover or failback."""
+    """QUIET_SECONDS of probing under traffic without any fault: not one failover or failback.
+
+    The short form: the soak-length run (60 s by default) is the no-fault row of the failover
+    benchmark, `benchmarks/failover_matrix.py --quiet 60`, which counts failovers the same way."""
     lab, agents = agent_lab
     agents.start_all()
     with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=4, pps=10000):
-        time.sleep(60.0)
+        time.sleep(QUIET_SECONDS)
     for host in ("r1h1", "r2h1"):
         st = agents.status(host)
         loss = {n: p["loss"] for peer in st["peers"] for n, p in peer["paths"].items()}

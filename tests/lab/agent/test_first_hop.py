@@ -3,51 +3,21 @@ links up; the agent sees its echo probes go unanswered and takes the whole plane
 within the detection time, then brings it back after the hold-down.
 
 Only detection is asserted here: steering between routed planes (address translation)
-is its own capability; on L2 planes the failover tests cover the traffic.
+is its own capability; on L2 planes the failover tests cover the traffic. The lab is the
+routed agent tests' shared one (conftest.py: deployed once, reset to neutral before each test).
 """
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
-from pathlib import Path
 
-import pytest
-from edgeft_lab import Lab
-from edgeft_lab.agents import Agents, run_playbook
-from repo import REPO
-
-HERE = Path(__file__).resolve().parent
 MS = 1000000
 HOLD_DOWN_MS = 1000
 
 
-@pytest.fixture
-def routed_agents(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("the agent lab tests need root (namespaces, tc, bpf)")
-    lab = Lab(HERE / "fabric_routed.yml", name="fh-%s" % uuid.uuid4().hex[:6])
-    inventory = tmp_path / "hosts.yml"
-    agents = None
-    try:
-        lab.up(inventory=inventory)
-        rc, out = run_playbook(inventory, REPO / "playbooks" / "site.yml")
-        assert rc == 0, out[-6000:]
-        agents = Agents(lab, inventory, tmp_path, hosts=("r1h1", "r2h1"))
-        agents.start_all()
-        yield lab, agents
-    finally:
-        try:
-            if agents is not None:
-                agents.stop_all()
-                print(agents.tail("r1h1", lines=40))
-        finally:
-            lab.down()
-
-
-def test_a_silent_gateway_takes_its_plane_down_and_back(routed_agents):
-    lab, agents = routed_agents
+def test_a_silent_gateway_takes_its_plane_down_and_back(routed_agent_lab):
+    lab, agents = routed_agent_lab
+    agents.start_all()
     planes = {p["name"]: p for p in agents.status("r1h1")["planes"]}
     assert planes["a"]["first_hop"]["address"] == "198.18.1.1" and planes["a"]["first_hop"]["alive"], planes["a"]
     assert planes["a"]["first_hop"]["received"] > 0

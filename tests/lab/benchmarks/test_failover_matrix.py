@@ -16,11 +16,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from repo import REPO
-
-BENCHMARKS = REPO / 'benchmarks'
-
-from failover_matrix import format_table, run_benchmark  # noqa: E402
+from failover_matrix import format_table, run_benchmark  # benchmarks/
 
 if os.geteuid() != 0:
     pytest.skip('the failover benchmark needs root (namespaces, tc, bpf)', allow_module_level=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from edgeft_lab import Lab  # noqa: E402
-from lab_helpers import assert_nothing_left, needs_root, unique_name  # noqa: E402
+from edgeft_lab import Lab
+from lab_helpers import assert_nothing_left, needs_root, unique_name
 from repo import REPO
 
 SILENT_S = OFF_S = 4.0

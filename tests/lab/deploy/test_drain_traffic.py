@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from deployed import counters, delta, deployed_lab, peer, plane, port_packets, query, xlat_counters
+from deployed import counters, delta, peer, plane, port_packets, query, xlat_counters
 from deploy_helpers import run_playbook
 
 from edgeft_lab.traffic import TcpStream, UdpStream
@@ -36,11 +36,12 @@ PORTS = {('r1h1', 'a'): ('tor-r1-a', 'r1h1'), ('r1h1', 'b'): ('tor-r1-b', 'r1h1'
          ('r2h1', 'a'): ('tor-r2-a', 'r2h1'), ('r2h1', 'b'): ('tor-r2-b', 'r2h1')}
 
 
-@pytest.fixture(scope='module', params=['default', 'routed'])
-def lab(request, tmp_path_factory):
-    with deployed_lab(tmp_path_factory.mktemp('inv'), prefix='td', topology=request.param) as deployed:
-        deployed.fabric = request.param
-        yield deployed
+@pytest.fixture(params=['default', 'routed'])
+def lab(request):
+    """The run's shared deployed lab of that topology (tests/lab/conftest.py), reset."""
+    deployed = request.getfixturevalue('shared_%s_deployment' % request.param).neutral()
+    deployed.fabric = request.param
+    return deployed
 
 
 def set_plane_a(lab, state):

@@ -9,13 +9,8 @@ the figures.
 
 from __future__ import annotations
 
-
 import pytest
-from repo import REPO
-
-BENCHMARKS = REPO / 'benchmarks'
-
-from redeploy_under_load import format_table, run_benchmark  # noqa: E402
+from redeploy_under_load import format_table, run_benchmark  # benchmarks/
 
 HOSTS = ('r1h1', 'r1h2', 'r2h1', 'r2h2')
 

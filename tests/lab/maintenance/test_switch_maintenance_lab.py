@@ -11,18 +11,17 @@ import json
 import pytest
 
 
-from deploy_helpers import run_playbook  # noqa: E402
-from deployed import deployed_lab  # noqa: E402
+from deploy_helpers import run_playbook
 
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps  # noqa: E402
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
 
 HOSTS = ('r1h1', 'r1h2', 'r2h1', 'r2h2')
 
 
-@pytest.fixture(scope='module')
-def lab(tmp_path_factory):
-    with deployed_lab(tmp_path_factory.mktemp('inv'), prefix='mt') as lab:
-        yield lab
+@pytest.fixture
+def lab(shared_default_deployment):
+    """The run's shared deployed default lab (tests/lab/conftest.py), reset."""
+    return shared_default_deployment.neutral()
 
 
 def datapath_state(lab):

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 
-from edgeft_lab import Lab  # noqa: E402
+from edgeft_lab import Lab
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,32 @@
+"""Deployed labs shared by the lab tests that only need one (not the tests about deploying):
+one per topology for the whole run, built on first use, handed out reset to the state a
+deployment leaves, rebuilt when a test left one broken (deployed.SharedDeployment)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from deployed import SharedDeployment
+
+
+def _shared(tmp_path_factory, topology):
+    if os.geteuid() != 0:
+        pytest.fail('the deployed lab tests need root (namespaces, tc, bpf)')
+    shared = SharedDeployment(tmp_path_factory.mktemp('inv-%s' % topology), 'sd', topology)
+    try:
+        yield shared
+    finally:
+        shared.down()
+
+
+@pytest.fixture(scope='session')
+def shared_default_deployment(tmp_path_factory):
+    """The default topology (2 racks x 2 hosts, L2 planes), deployed with site.yml."""
+    yield from _shared(tmp_path_factory, 'default')
+
+
+@pytest.fixture(scope='session')
+def shared_routed_deployment(tmp_path_factory):
+    """The routed topology (leaf-spine planes, failover addresses), deployed with site.yml."""
+    yield from _shared(tmp_path_factory, 'routed')
