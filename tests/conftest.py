@@ -9,16 +9,7 @@ and the plugin loader finds edgeft.failover.netns.
 import os
 import warnings
 
-from repo import REPO
-
-ROOT = REPO
-
-
-def _collections_path():
-    # An ansible-test style checkout at .../ansible_collections/edgeft/failover.
-    if ROOT.parent.parent.name == 'ansible_collections':
-        return str(ROOT.parent.parent.parent)
-    return str(ROOT / '.build' / 'collections')
+from repo import collections_path
 
 
 def pytest_configure(config):
@@ -26,7 +17,7 @@ def pytest_configure(config):
     from ansible.utils.collection_loader import AnsibleCollectionConfig
 
     if AnsibleCollectionConfig.collection_finder is None:
-        paths = [_collections_path()]
+        paths = [collections_path()]
         paths += [p for p in os.environ.get('ANSIBLE_COLLECTIONS_PATH', '').split(os.pathsep) if p]
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')

@@ -3,7 +3,8 @@
 import os
 import subprocess
 import tarfile
-from repo import REPO
+
+from repo import REPO, collections_path
 
 ROOT = str(REPO)
 
@@ -39,6 +40,7 @@ def test_build_and_install(tmp_path):
 
 
 def test_connection_plugin_documentation_renders():
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path())
     out = subprocess.run(['ansible-doc', '-t', 'connection', 'edgeft.failover.netns'],
-                         check=True, capture_output=True, text=True)
+                         check=True, capture_output=True, text=True, env=env)
     assert 'network namespace' in out.stdout.lower()
