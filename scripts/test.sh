@@ -10,7 +10,10 @@ export EDGEFT_WITH_TORCH=1  # the demo's DDP workload is tested too
 source "${here}/bootstrap.sh"
 cd "${EDGEFT_ROOT}"
 
-stage() { printf '\n==== %s ====\n' "$*"; }
+# Each stage's start is stamped with the seconds since the command began (the suite's time
+# budget is 30 minutes on 2 cores: docs/testing.md).
+started=${SECONDS}
+stage() { printf '\n==== %s (at %d s) ====\n' "$*" "$((SECONDS - started))"; }
 
 stage "ruff"
 ruff check .
@@ -33,4 +36,5 @@ rm -f "${sanity_log}"
 
 stage "pytest"
 # Exit status 5 (no tests collected) fails the run like any other failure.
+# pytest's summary stays the last line: CI reads it.
 python -m pytest "$@"

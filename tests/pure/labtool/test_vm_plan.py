@@ -26,6 +26,7 @@ from edgeft_lab.vm.image import MGMT_NIC, Image, ImageSpec, ensure_image
 from edgeft_lab.vm.inventory import NAMESPACE_ONLY, build_vm_inventory, write_vm_inventory
 from edgeft_lab.vm.ssh import ANSIBLE_SSH_ARGS
 from lab_helpers import unique_name
+from repo import REPO
 
 PLANES = [
     {"name": "a", "nic": "fab0", "ipv4": "198.18.0.0/16", "ipv6": "fd0e:d6ef:7a00::/56"},
@@ -473,3 +474,28 @@ def test_require_qemu_names_the_packages(tmp_path, monkeypatch):
         (bin_dir / tool).write_text("#!/bin/sh\n")
         (bin_dir / tool).chmod(0o755)
     machine.require_qemu()
+
+
+def test_the_molecule_vm_pair_plan_and_host_vars_agree():
+    """lab/topologies/vm-pair.yml (molecule/vm): two VMs, four NICs each on four chained
+    switches; each VM's host_vars declare planes a and b with the lab's own addresses and bond
+    the NICs of planes c and d, primary on sw-c, each bond watching the other VM's."""
+    plan = plan_fabric(load_topology("vm-pair"))
+    assert [h.name for h in plan.hosts] == ["r1h1", "r2h1"]
+    for host in plan.hosts:
+        assert [(p.plane, p.ifname, p.switch) for p in host.ports] == [
+            ("a", "fab0", "sw-a"), ("b", "fab1", "sw-b"), ("c", "fab2", "sw-c"), ("d", "fab3", "sw-d")]
+    assert [(link.a.node, link.b.node) for link in plan.links if link.plane == "isl"] == [
+        ("sw-a", "sw-b"), ("sw-b", "sw-c"), ("sw-c", "sw-d")]
+
+    lab_hosts = build_inventory(plan, Path("/run/edgeft-lab/vm-pair/bpf"))["all"]["children"]["fabric"]["hosts"]
+    host_vars = {h: yaml.safe_load((REPO / "molecule" / "vm" / "host_vars" / f"{h}.yml").read_text()) for h in lab_hosts}
+    assert sorted(p.name for p in (REPO / "molecule" / "vm" / "host_vars").iterdir()) == ["r1h1.yml", "r2h1.yml"]
+    for name, declared in host_vars.items():
+        lab_planes = {p["name"]: p for p in lab_hosts[name]["edgeft_planes"]}
+        assert declared["edgeft_planes"] == [lab_planes["a"], lab_planes["b"]], name
+        [bond] = declared["edgeft_bonds"]
+        assert (bond["ports"], bond["primary"]) == (["fab2", "fab3"], "fab2")
+        assert bond["addresses"] == [lab_planes["c"]["ipv4"], lab_planes["c"]["ipv6"]], name
+        [other] = [h for h in host_vars if h != name]
+        assert bond["arp_ip_target"] == [host_vars[other]["edgeft_bonds"][0]["addresses"][0].split("/")[0]]
