@@ -7,12 +7,18 @@ and the plugin loader finds edgeft.failover.netns.
 """
 
 import os
+import sys
 import warnings
 
 from repo import collections_path
 
 
 def pytest_configure(config):
+    # The Ansible tools the tests run (ansible-playbook, ansible-galaxy, molecule...) are the
+    # ones installed beside this interpreter, as if its virtualenv were activated.
+    tools = os.path.dirname(sys.executable)
+    if tools not in os.environ.get('PATH', '').split(os.pathsep):
+        os.environ['PATH'] = tools + os.pathsep + os.environ.get('PATH', '')
     from ansible.plugins.loader import init_plugin_loader
     from ansible.utils.collection_loader import AnsibleCollectionConfig
 
