@@ -46,7 +46,7 @@ from edgeft_lab.traffic import TcpStream, UdpStream, host_address  # noqa: E402
 
 # Two racks of one host; planes L2 (one segment each) or routed (leaf-spine routing only the
 # plane's own prefixes, where edgeft steers by translating to failover addresses).
-TOPOLOGIES = {'l2': REPO / 'tests' / 'agent' / 'fabric.yml', 'routed': REPO / 'tests' / 'agent' / 'fabric_routed.yml'}
+TOPOLOGIES = {'l2': REPO / 'tests' / 'lab' / 'agent' / 'fabric.yml', 'routed': REPO / 'tests' / 'lab' / 'agent' / 'fabric_routed.yml'}
 SRC, DST, PLANE = 'r1h1', 'r2h1', 'a'
 MODES = ('none', 'backup-routes', 'edgeft')
 # Kernel backup routes reach a peer's plane-a address through plane b only where plane b

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
-# ruff, ansible-lint (production profile), ansible-test sanity, then pytest:
-# unit, BPF, connection plugin, lab integration and the molecule scenarios.
+# ruff, ansible-lint (production profile), ansible-test sanity, then pytest over tests/:
+# pure, kernel (BPF, namespaces), lab (deployed labs) and the molecule scenarios (docs/testing.md).
 # Installs what it needs first (scripts/bootstrap.sh). Run as root.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

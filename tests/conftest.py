@@ -3,28 +3,27 @@
 Ansible's collection finder is installed once for the whole suite (as ansible-test's
 pytest plugin does), over .build/collections where scripts/bootstrap.sh links the
 checkout, so module_utils import by their collection path exactly as on a target,
-and the plugin loader finds edgeft.failover.netns.
+and the plugin loader finds edgeft.failover.netns. It happens when this file is
+imported, before any conftest below it: those import module_utils at their top.
 """
 
 import os
 import sys
 import warnings
 
+from ansible.plugins.loader import init_plugin_loader
+from ansible.utils.collection_loader import AnsibleCollectionConfig
 from repo import collections_path
 
+# The Ansible tools the tests run (ansible-playbook, ansible-galaxy, molecule...) are the
+# ones installed beside this interpreter, as if its virtualenv were activated.
+_TOOLS = os.path.dirname(sys.executable)
+if _TOOLS not in os.environ.get('PATH', '').split(os.pathsep):
+    os.environ['PATH'] = _TOOLS + os.pathsep + os.environ.get('PATH', '')
 
-def pytest_configure(config):
-    # The Ansible tools the tests run (ansible-playbook, ansible-galaxy, molecule...) are the
-    # ones installed beside this interpreter, as if its virtualenv were activated.
-    tools = os.path.dirname(sys.executable)
-    if tools not in os.environ.get('PATH', '').split(os.pathsep):
-        os.environ['PATH'] = tools + os.pathsep + os.environ.get('PATH', '')
-    from ansible.plugins.loader import init_plugin_loader
-    from ansible.utils.collection_loader import AnsibleCollectionConfig
-
-    if AnsibleCollectionConfig.collection_finder is None:
-        paths = [collections_path()]
-        paths += [p for p in os.environ.get('ANSIBLE_COLLECTIONS_PATH', '').split(os.pathsep) if p]
-        with warnings.catch_warnings():
-            warnings.simplefilter('ignore')
-            init_plugin_loader(paths)
+if AnsibleCollectionConfig.collection_finder is None:
+    _paths = [collections_path()]
+    _paths += [p for p in os.environ.get('ANSIBLE_COLLECTIONS_PATH', '').split(os.pathsep) if p]
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        init_plugin_loader(_paths)

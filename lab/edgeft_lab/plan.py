@@ -245,17 +245,13 @@ def plan_fabric(topology: Topology) -> FabricPlan:
             hosts.append(Host(name, rack, host_ns, tuple(ports), tuple(routes), topology.machines))
 
     switches: list[Switch] = []
-    flat_names = [flat_switch_name(p.name) for p in topology.planes]
-    for index, plane in enumerate(topology.planes):
+    isl_pairs = [(flat_switch_name(a), flat_switch_name(b)) for a, b in topology.isl_pairs]
+    for plane in topology.planes:
         if topology.kind == "flat":
-            # Inter-switch links chain the planes' switches: sw-a - sw-b - ...
-            isl_peers = tuple(flat_names[j] for j in (index - 1, index + 1) if topology.isl and 0 <= j < len(flat_names))
+            # Inter-switch links join the switches of the topology's plane pairs (fabric.isl).
+            this = flat_switch_name(plane.name)
+            isl_peers = tuple(b if a == this else a for a, b in isl_pairs if this in (a, b))
             switches.append(_flat_switch(lab, plane, racks, routed, isl_peers, hosts))
-            if topology.isl and index + 1 < len(flat_names):
-                this, right = flat_names[index], flat_names[index + 1]
-                links.append(
-                    Link("isl", Endpoint(this, netns_name(lab, this), right), Endpoint(right, netns_name(lab, right), this))
-                )
         else:
             tors = [_tor(lab, plane, rack, names, routed, hosts) for rack, names in racks.items()]
             switches += tors
@@ -269,6 +265,8 @@ def plan_fabric(topology: Topology) -> FabricPlan:
                         Endpoint(spine, netns_name(lab, spine), tor),
                     )
                 )
+    for left, right in isl_pairs:
+        links.append(Link("isl", Endpoint(left, netns_name(lab, left), right), Endpoint(right, netns_name(lab, right), left)))
     return FabricPlan(topology, tuple(hosts), tuple(switches), tuple(links))
 
 

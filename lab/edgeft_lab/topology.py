@@ -83,13 +83,22 @@ class Topology:
     description: str = ""
     source: str = "<memory>"
     machines: str = "netns"
-    # Flat fabrics: the planes' switches are joined by inter-switch links into one L2 domain,
-    # as two ToRs serving active-backup bonds are.
-    isl: bool = False
+    # Flat fabrics: inter-switch links join planes' switches into one L2 domain, as two ToRs
+    # serving active-backup bonds are. True chains every plane's switch (sw-a - sw-b - ...); a
+    # tuple of plane-name pairs joins just those switches.
+    isl: bool | tuple[tuple[str, str], ...] = False
 
     @property
     def racks(self) -> int:
         return len(self.hosts_per_rack)
+
+    @property
+    def isl_pairs(self) -> tuple[tuple[str, str], ...]:
+        """The planes whose switches an inter-switch link joins, in link order."""
+        if self.isl is True:
+            names = [p.name for p in self.planes]
+            return tuple(zip(names, names[1:]))
+        return self.isl or ()
 
     @property
     def routed(self) -> bool:
@@ -104,7 +113,7 @@ class Topology:
         """The normalized topology, in the file schema (round-trips through from_dict)."""
         doc: dict[str, Any] = {
             "name": self.name,
-            "fabric": {"kind": self.kind, "mode": self.mode, **({"isl": True} if self.isl else {})},
+            "fabric": {"kind": self.kind, "mode": self.mode, **_isl_dict(self.isl)},
             "racks": self.racks,
             "hosts_per_rack": list(self.hosts_per_rack),
             "planes": [p.to_dict() for p in self.planes],
@@ -199,9 +208,7 @@ def from_dict(doc: Any, source: str = "<dict>") -> Topology:
 
     planes = _planes(source, doc["planes"], racks)
     planes = _failover_prefixes(source, doc["planes"], planes, mode == "routed", hosts_per_rack)
-    isl = fabric.get("isl", False)
-    if not isinstance(isl, bool):
-        raise TopologyError(source, "fabric.isl", f"must be true or false, not {isl!r}")
+    isl = _isl(source, fabric.get("isl", False), planes)
     if isl and (kind != "flat" or mode != "l2" or len(planes) < 2):
         raise TopologyError(source, "fabric.isl", "inter-switch links join the switches of a flat L2 fabric of 2+ planes")
     machines = doc.get("machines", "netns")
@@ -396,6 +403,35 @@ def _check_ifname(source: str, where: str, name: Any) -> None:
         )
     if not IFNAME_RE.match(name) or name in (".", "..", "lo"):
         raise TopologyError(source, where, f"{name!r} is not a usable interface name")
+
+
+def _isl_dict(isl: bool | tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    if isl is True:
+        return {"isl": True}
+    return {"isl": [list(pair) for pair in isl]} if isl else {}
+
+
+def _isl(source: str, value: Any, planes: tuple[PlaneSpec, ...]) -> bool | tuple[tuple[str, str], ...]:
+    """fabric.isl: true or false, or a list of [plane, plane] pairs whose switches are joined."""
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, list) or not value:
+        raise TopologyError(source, "fabric.isl", f"must be true, false or a list of [plane, plane] pairs, not {value!r}")
+    names = [p.name for p in planes]
+    pairs: list[tuple[str, str]] = []
+    for index, pair in enumerate(value):
+        where = f"fabric.isl[{index}]"
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(n, str) for n in pair)):
+            raise TopologyError(source, where, f"must be a pair of plane names, such as [a, b], not {pair!r}")
+        unknown = [n for n in pair if n not in names]
+        if unknown:
+            raise TopologyError(source, where, f"unknown plane {unknown[0]!r} (planes: {', '.join(names)})")
+        if pair[0] == pair[1]:
+            raise TopologyError(source, where, f"joins plane {pair[0]!r} to itself")
+        if tuple(sorted(pair)) in {tuple(sorted(p)) for p in pairs}:
+            raise TopologyError(source, where, f"planes {pair[0]} and {pair[1]} are already joined")
+        pairs.append((pair[0], pair[1]))
+    return tuple(pairs)
 
 
 def _check_generated_names(topology: Topology) -> None:

@@ -1,4 +1,4 @@
-"""Helpers of the deploy tests (imported by name: every test directory has its own conftest)."""
+"""ansible-playbook on a lab inventory, with its play recap parsed (the deploy and maintenance lab tests)."""
 
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import uuid
+import warnings
 from pathlib import Path
 
 from deploy_helpers import run_playbook
@@ -55,7 +56,8 @@ def _deploy(inventory_dir, prefix, topology):
 
 def neutral_problem(lab):
     """Why the deployed lab is not as a deployment leaves it (a plane drained or down, a peer
-    steered, a host unreachable), after repairing every fault; None when it is."""
+    steered, learned or judged down, a host unreachable), after repairing every fault; None
+    when it is."""
     lab.repair_all()
     for host in [h.name for h in lab.plan.hosts]:
         with DatapathMaps.open_pinned(str(lab.pin_root(host))) as maps:
@@ -64,10 +66,24 @@ def neutral_problem(lab):
                 if flags & layout.PLANE_DRAINED or not flags & layout.PLANE_UP:
                     return '%s: plane %s flags %#x (drained or down)' % (host, PLANES[index], flags)
             for peer_id in maps.peer_ids():
-                if maps.state.get(peer_id).down_mask:
-                    return '%s: peer %d has planes judged down' % (host, peer_id)
+                st = maps.state.get(peer_id)
+                if st.active_plane or st.down_mask or st.learned_mask:
+                    return '%s: peer %d on plane %d, down mask %#x, learned mask %#x' % (
+                        host, peer_id, st.active_plane, st.down_mask, st.learned_mask)
     matrix = lab.ping_matrix()
     return None if matrix.ok else matrix.format()
+
+
+# Every shared lab of the run, so tests/lab/conftest.py can release them all once the last
+# lab test is done instead of keeping them up through the scenarios.
+SHARED = []
+
+
+def report_rebuild(what, problem):
+    """Say loudly that a test left a shared lab broken: in the warnings summary and in the log."""
+    message = 'shared lab %s left broken by an earlier test, rebuilt: %s' % (what, problem)
+    print('\n' + message)
+    warnings.warn(message, UserWarning, stacklevel=2)
 
 
 class SharedDeployment:
@@ -77,20 +93,28 @@ class SharedDeployment:
 
     def __init__(self, inventory_dir, prefix, topology):
         self.inventory_dir, self.prefix, self.topology = inventory_dir, prefix, topology
-        self.lab = _deploy(inventory_dir, prefix, topology)
+        self.lab = None
+        SHARED.append(self)
 
     def neutral(self):
-        problem = neutral_problem(self.lab)
+        if self.lab is None:
+            self.lab = _deploy(self.inventory_dir, self.prefix, self.topology)
+        try:
+            problem = neutral_problem(self.lab)
+        except Exception as e:  # noqa: BLE001  (whatever the check hit, the lab is not fit)
+            problem = '%s: %s' % (type(e).__name__, e)
         if problem:
-            print('\nshared lab %s (%s) left broken, rebuilding it: %s' % (self.lab.name, self.topology, problem))
-            lab_down(self.lab)
+            report_rebuild('%s (%s)' % (self.lab.name, self.topology), problem)
+            self.release()
             self.lab = _deploy(self.inventory_dir, self.prefix, self.topology)
             problem = neutral_problem(self.lab)
             assert problem is None, 'a freshly deployed %s lab is not neutral: %s' % (self.topology, problem)
         return self.lab
 
-    def down(self):
-        lab_down(self.lab)
+    def release(self):
+        if self.lab is not None:
+            lab, self.lab = self.lab, None
+            lab_down(lab)
 
 
 def counters(lab, host):

@@ -75,7 +75,7 @@ def run_module(main, args: dict, netns: str, check_mode: bool = False, diff: boo
     def fail_json(self, msg, **kwargs):
         raise ModuleExit(dict(kwargs, msg=msg, failed=True), True)
 
-    def warn(self, warning):
+    def warn(self, warning, **_kw):
         warnings.append(warning)
 
     args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)

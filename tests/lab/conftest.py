@@ -1,13 +1,17 @@
 """Deployed labs shared by the lab tests that only need one (not the tests about deploying):
 one per topology for the whole run, built on first use, handed out reset to the state a
-deployment leaves, rebuilt when a test left one broken (deployed.SharedDeployment)."""
+deployment leaves, rebuilt when a test left one broken (deployed.SharedDeployment), and
+released once the last test of tests/lab is done."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
-from deployed import SharedDeployment
+from deployed import SHARED, SharedDeployment
+
+HERE = Path(__file__).resolve().parent
 
 
 def _shared(tmp_path_factory, topology):
@@ -17,7 +21,7 @@ def _shared(tmp_path_factory, topology):
     try:
         yield shared
     finally:
-        shared.down()
+        shared.release()
 
 
 @pytest.fixture(scope='session')
@@ -30,3 +34,11 @@ def shared_default_deployment(tmp_path_factory):
 def shared_routed_deployment(tmp_path_factory):
     """The routed topology (leaf-spine planes, failover addresses), deployed with site.yml."""
     yield from _shared(tmp_path_factory, 'routed')
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """After the last lab test, bring the shared labs down: the scenarios that follow get the
+    machine to themselves."""
+    if nextitem is None or HERE not in Path(nextitem.path).parents:
+        for shared in SHARED:
+            shared.release()

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from deployed import SHARED, report_rebuild
 from edgeft_lab import Lab
 from edgeft_lab.agents import HELD_TABLE, Agents, run_playbook  # shared with the benchmarks
 
@@ -24,12 +25,17 @@ HOSTS = ("r1h1", "r2h1")
 
 
 def deploy_lab(inventory_dir, topology="fabric.yml"):
-    """A fresh lab of an agent topology with a unique name, deployed; torn down by the caller."""
+    """A fresh lab of an agent topology with a unique name, deployed; torn down by the caller
+    (or here, when the deployment fails)."""
     lab = Lab(HERE / topology, name="ag-%s" % uuid.uuid4().hex[:6])
     inventory = Path(inventory_dir) / "hosts.yml"
-    lab.up(inventory=inventory)
-    lab.inventory_path = inventory
-    rc, out = run_playbook(inventory, HERE / "deploy.yml", "-e", "@%s" % (HERE / "lab_vars.yml"))
+    try:
+        lab.up(inventory=inventory)
+        lab.inventory_path = inventory
+        rc, out = run_playbook(inventory, HERE / "deploy.yml", "-e", "@%s" % (HERE / "lab_vars.yml"))
+    except BaseException:
+        lab.down()
+        raise
     if rc != 0:
         lab.down()
         raise AssertionError("deployment of lab %s failed:\n%s" % (lab.name, out[-6000:]))
@@ -83,21 +89,26 @@ class SharedLab:
 
     def __init__(self, inventory_dir, topology):
         self.inventory_dir, self.topology = inventory_dir, topology
-        self.lab = deploy_lab(inventory_dir, topology)
+        self.lab = None
+        SHARED.append(self)
 
     def neutral(self):
         """The lab, in the state a fresh deployment leaves (neutral_state), rebuilt if need be."""
+        if self.lab is None:
+            self.lab = deploy_lab(self.inventory_dir, self.topology)
         try:
             neutral_state(self.lab)
         except Exception as broken:  # noqa: BLE001  (whatever the reset hit, the lab is not fit)
-            print("\nshared lab %s (%s) left broken, rebuilding it: %s" % (self.lab.name, self.topology, broken))
-            self.lab.down()
+            report_rebuild("%s (%s)" % (self.lab.name, self.topology), "%s: %s" % (type(broken).__name__, broken))
+            self.release()
             self.lab = deploy_lab(self.inventory_dir, self.topology)
             neutral_state(self.lab)
         return self.lab
 
-    def down(self):
-        self.lab.down()
+    def release(self):
+        if self.lab is not None:
+            lab, self.lab = self.lab, None
+            lab.down()
 
 
 def _shared_lab(tmp_path_factory, topology):
@@ -110,7 +121,7 @@ def _shared_lab(tmp_path_factory, topology):
     try:
         yield shared
     finally:
-        shared.down()
+        shared.release()
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,8 @@
 """The agent on a real (namespace) fabric: failover gaps, no false failovers,
 flap dampening, restarts, revertive failback after the hold-down.
 
-Every test has its own lab (r1h1 in rack 1, r2h1 in rack 2, planes a and b),
-deployed with site.yml; the figures are printed (pytest -s shows them).
+The tests share one lab (r1h1 in rack 1, r2h1 in rack 2, planes a and b), deployed with
+site.yml and reset before each test (conftest.py); the figures are printed (pytest -s shows them).
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ PLANES3 = [
     {"name": "c", "nic": "fab2", "ipv4": "198.19.0.0/17", "ipv6": "fd0e:d6ef:7c00::/56"},
 ]
 
+ISL_KINDS = "must be true, false or a list of [plane, plane] pairs"
+
 VM_DOC = {
     "name": "t-vmplan",
     "machines": "vm",
@@ -81,11 +83,11 @@ BAD_CASES = [
     ("isl-on-flat-routed", _doc(machines=_DELETE, fabric={"mode": "routed"}), "fabric.isl", "flat L2"),
     ("isl-with-one-plane", _doc(planes=copy.deepcopy(PLANES[:1])), "fabric.isl", "2+ planes"),
     ("isl-vm-one-plane-netns", _doc(machines="netns", planes=copy.deepcopy(PLANES[:1])), "fabric.isl", "2+ planes"),
-    ("isl-string", _doc(fabric={"isl": "true"}), "fabric.isl", "must be true or false, not 'true'"),
-    ("isl-int", _doc(fabric={"isl": 1}), "fabric.isl", "must be true or false, not 1"),
-    ("isl-zero", _doc(fabric={"isl": 0}), "fabric.isl", "must be true or false"),
-    ("isl-null", _doc(fabric={"isl": None}), "fabric.isl", "must be true or false"),
-    ("isl-list", _doc(fabric={"isl": [True]}), "fabric.isl", "must be true or false"),
+    ("isl-string", _doc(fabric={"isl": "true"}), "fabric.isl", "%s, not 'true'" % ISL_KINDS),
+    ("isl-int", _doc(fabric={"isl": 1}), "fabric.isl", "%s, not 1" % ISL_KINDS),
+    ("isl-zero", _doc(fabric={"isl": 0}), "fabric.isl", ISL_KINDS),
+    ("isl-null", _doc(fabric={"isl": None}), "fabric.isl", ISL_KINDS),
+    ("isl-list", _doc(fabric={"isl": [True]}), "fabric.isl[0]", "must be a pair of plane names"),
 ]
 
 
@@ -101,7 +103,7 @@ def test_bad_machines_or_isl_is_rejected_with_its_key_path(doc, key_path, reason
 
 def test_bad_isl_in_yaml_names_the_file_and_key_path():
     text = yaml.safe_dump(_doc(fabric={"isl": "sometimes"}))
-    with pytest.raises(TopologyError, match=r"^vmbad\.yml: fabric\.isl: must be true or false, not 'sometimes'$"):
+    with pytest.raises(TopologyError, match=r"^vmbad\.yml: fabric\.isl: %s, not 'sometimes'$" % re.escape(ISL_KINDS)):
         parse_topology(text, "vmbad.yml")
 
 
@@ -477,16 +479,16 @@ def test_require_qemu_names_the_packages(tmp_path, monkeypatch):
 
 
 def test_the_molecule_vm_pair_plan_and_host_vars_agree():
-    """lab/topologies/vm-pair.yml (molecule/vm): two VMs, four NICs each on four chained
-    switches; each VM's host_vars declare planes a and b with the lab's own addresses and bond
+    """lab/topologies/vm-pair.yml (molecule/vm): two VMs, four NICs each on four switches, only
+    the bond's two joined by an inter-switch link; each VM's host_vars declare planes a and b with the lab's own addresses and bond
     the NICs of planes c and d, primary on sw-c, each bond watching the other VM's."""
     plan = plan_fabric(load_topology("vm-pair"))
     assert [h.name for h in plan.hosts] == ["r1h1", "r2h1"]
     for host in plan.hosts:
         assert [(p.plane, p.ifname, p.switch) for p in host.ports] == [
             ("a", "fab0", "sw-a"), ("b", "fab1", "sw-b"), ("c", "fab2", "sw-c"), ("d", "fab3", "sw-d")]
-    assert [(link.a.node, link.b.node) for link in plan.links if link.plane == "isl"] == [
-        ("sw-a", "sw-b"), ("sw-b", "sw-c"), ("sw-c", "sw-d")]
+    assert [(link.a.node, link.b.node) for link in plan.links if link.plane == "isl"] == [("sw-c", "sw-d")]
+    assert [(s.name, s.neighbors) for s in plan.switches] == [("sw-a", ()), ("sw-b", ()), ("sw-c", ("sw-d",)), ("sw-d", ("sw-c",))]
 
     lab_hosts = build_inventory(plan, Path("/run/edgeft-lab/vm-pair/bpf"))["all"]["children"]["fabric"]["hosts"]
     host_vars = {h: yaml.safe_load((REPO / "molecule" / "vm" / "host_vars" / f"{h}.yml").read_text()) for h in lab_hosts}
@@ -499,3 +501,31 @@ def test_the_molecule_vm_pair_plan_and_host_vars_agree():
         assert bond["addresses"] == [lab_planes["c"]["ipv4"], lab_planes["c"]["ipv6"]], name
         [other] = [h for h in host_vars if h != name]
         assert bond["arp_ip_target"] == [host_vars[other]["edgeft_bonds"][0]["addresses"][0].split("/")[0]]
+
+
+@pytest.mark.parametrize("isl,where,reason", [
+    ("yes", "fabric.isl", "must be true, false or a list"),
+    ([], "fabric.isl", "must be true, false or a list"),
+    ([["a"]], "fabric.isl[0]", "must be a pair of plane names"),
+    ([["a", "z"]], "fabric.isl[0]", "unknown plane 'z'"),
+    ([["a", "a"]], "fabric.isl[0]", "joins plane 'a' to itself"),
+    ([["a", "b"], ["b", "a"]], "fabric.isl[1]", "already joined"),
+])
+def test_bad_inter_switch_link_pairs_are_refused_naming_the_entry(isl, where, reason):
+    doc = copy.deepcopy(VM_DOC)
+    doc["fabric"]["isl"] = isl
+    with pytest.raises(TopologyError) as refused:
+        from_dict(doc)
+    assert where in str(refused.value) and reason in str(refused.value)
+
+
+def test_inter_switch_link_pairs_join_just_those_switches_and_round_trip():
+    doc = copy.deepcopy(VM_DOC)
+    doc["planes"] = copy.deepcopy(PLANES3)
+    doc["fabric"]["isl"] = [["b", "c"]]
+    topology = from_dict(doc)
+    assert topology.isl_pairs == (("b", "c"),)
+    assert from_dict(topology.to_dict()) == topology
+    plan = plan_fabric(topology)
+    assert [(link.a.node, link.b.node) for link in plan.links if link.plane == "isl"] == [("sw-b", "sw-c")]
+    assert from_dict(dict(doc, fabric=dict(doc["fabric"], isl=True))).isl_pairs == (("a", "b"), ("b", "c"))
