@@ -9,6 +9,7 @@ set -euo pipefail
 EDGEFT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${EDGEFT_ROOT}/.venv"
 BUILD="${EDGEFT_ROOT}/.build"
+EDGEFT_CACHE="${EDGEFT_CACHE:-/var/cache/edgeft}"
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 die() { printf 'bootstrap: error: %s\n' "$*" >&2; exit 1; }
@@ -81,31 +82,45 @@ if [[ ! -e "/lib/modules/${kver}/build/include" ]]; then
   fi
 fi
 
-# Virtualenv on the system Python with its site packages visible, because bcc's
-# bindings exist only as the Debian package python3-bpfcc. Rebuilt when the pins change.
+# Virtualenv on the system Python with its site packages visible, because bcc's bindings exist
+# only as the Debian package python3-bpfcc. It lives in the machine's cache, one per set of pins
+# (EDGEFT_CACHE, default /var/cache/edgeft), and .venv links to it: every clone of the project on
+# the machine, CI's fresh ones included, shares the one built for its pins instead of spending
+# minutes on pip and PyTorch each time. Built under a lock; a half-built one is rebuilt.
 want="$(cat "${EDGEFT_ROOT}/requirements.txt" "${EDGEFT_ROOT}/constraints.txt" | sha256sum | cut -d' ' -f1)"
-have="$(cat "${VENV}/.edgeft-pins" 2>/dev/null || true)"
-if [[ "${want}" != "${have}" ]]; then
-  log "creating ${VENV} with pinned tools"
-  rm -rf "${VENV}"
-  /usr/bin/python3 -m venv --system-site-packages "${VENV}"
-  "${VENV}/bin/pip" install -q --disable-pip-version-check \
+venv_real="${EDGEFT_CACHE}/venv/${want:0:16}"
+mkdir -p "${EDGEFT_CACHE}/venv"
+exec {venv_lock}>"${venv_real}.lock"
+flock "${venv_lock}"
+if [[ "$(cat "${venv_real}/.edgeft-pins" 2>/dev/null || true)" != "${want}" ]]; then
+  log "creating ${venv_real} with pinned tools (linked as ${VENV})"
+  rm -rf "${venv_real}"
+  /usr/bin/python3 -m venv --system-site-packages "${venv_real}"
+  "${venv_real}/bin/pip" install -q --disable-pip-version-check \
     -c "${EDGEFT_ROOT}/constraints.txt" -r "${EDGEFT_ROOT}/requirements.txt" 2> >(grep -v "is ignored: it is neither" >&2)
-  echo "${want}" > "${VENV}/.edgeft-pins"
+  echo "${want}" > "${venv_real}/.edgeft-pins"
 fi
 
 # PyTorch for the demo's DDP workload, only on request (EDGEFT_WITH_TORCH=1: the test command,
 # and the demo with --workload ddp): a CPU build of about 900 MB, pinned in requirements-torch.txt.
-if [[ "${EDGEFT_WITH_TORCH:-0}" == 1 ]] && ! "${VENV}/bin/python" -c 'import torch' 2>/dev/null; then
-  log "installing PyTorch into ${VENV} (requirements-torch.txt)"
-  "${VENV}/bin/pip" install -q --disable-pip-version-check -r "${EDGEFT_ROOT}/requirements-torch.txt"
+if [[ "${EDGEFT_WITH_TORCH:-0}" == 1 ]] && ! "${venv_real}/bin/python" -c 'import torch' 2>/dev/null; then
+  log "installing PyTorch into ${venv_real} (requirements-torch.txt)"
+  "${venv_real}/bin/pip" install -q --disable-pip-version-check -r "${EDGEFT_ROOT}/requirements-torch.txt" \
+    2> >(grep -v "is ignored: it is neither" >&2)
 fi
+flock -u "${venv_lock}"
+exec {venv_lock}>&-
+# An older checkout's own .venv directory gives way to the link.
+if [[ -d "${VENV}" && ! -L "${VENV}" ]]; then
+  rm -rf "${VENV}"
+fi
+ln -sfn "${venv_real}" "${VENV}"
 
 # The collection, where ansible finds it as edgeft.failover.
 mkdir -p "${BUILD}/collections/ansible_collections/edgeft"
 ln -sfn "${EDGEFT_ROOT}" "${BUILD}/collections/ansible_collections/edgeft/failover"
 
-export EDGEFT_ROOT
+export EDGEFT_ROOT EDGEFT_CACHE
 export PATH="${VENV}/bin:${EDGEFT_ROOT}/bin:${PATH}"
 export ANSIBLE_COLLECTIONS_PATH="${BUILD}/collections"
 export ANSIBLE_CONFIG="${EDGEFT_ROOT}/ansible.cfg"

@@ -17,8 +17,13 @@ mkdir -p "${dest}"
 # A virtualenv of its own: --requirements installs ansible-test's pinned linters
 # (pylint, yamllint, voluptuous...) there, not into the project's .venv. Not
 # --venv: that bootstraps pip from a download site this network may not reach.
-sanity_venv="${root}/.build/sanity-venv"
+# In the machine's cache like the project's .venv (scripts/bootstrap.sh), one per ansible-core
+# pin, so a fresh clone does not reinstall ansible-test's linters.
 core_pin="$(grep -i '^ansible-core==' "${root}/requirements.txt")"
+sanity_venv="${EDGEFT_CACHE:-/var/cache/edgeft}/sanity-venv/$(printf '%s' "${core_pin}" | sha256sum | cut -c1-16)"
+mkdir -p "$(dirname "${sanity_venv}")"
+exec {sanity_lock}>"${sanity_venv}.lock"
+flock "${sanity_lock}"
 if [[ "$(cat "${sanity_venv}/.edgeft-pins" 2>/dev/null || true)" != "${core_pin}" ]]; then
   rm -rf "${sanity_venv}"
   /usr/bin/python3 -m venv "${sanity_venv}"
