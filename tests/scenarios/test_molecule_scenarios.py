@@ -2,6 +2,7 @@
 
 import os
 import re
+import signal
 import subprocess
 
 import pytest
@@ -10,14 +11,35 @@ from repo import REPO
 ROOT = str(REPO)
 
 
+def molecule_test(scenario, timeout):
+    """`molecule test -s scenario`: (return code, stdout + stderr). molecule runs in a process
+    group of its own: past the timeout the whole group (ansible-playbook, the lab's helpers) is
+    ended and `molecule destroy` removes what the scenario built (labs, VMs), so nothing of a
+    timed-out scenario keeps running beside the next test. The timeout then fails the test."""
+    proc = subprocess.Popen(['molecule', 'test', '-s', scenario], cwd=ROOT, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _unused = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            out, _unused = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _unused = proc.communicate()
+        destroyed = subprocess.run(['molecule', 'destroy', '-s', scenario], cwd=ROOT, stdin=subprocess.DEVNULL,
+                                   capture_output=True, text=True, timeout=600, check=False)
+        pytest.fail('molecule test -s %s took more than %d s; destroyed (rc %d).\n%s' % (
+            scenario, timeout, destroyed.returncode, (out or '')[-8000:]))
+
+
 @pytest.mark.slow
 def test_molecule_default_scenario():
     if os.geteuid() != 0:
         pytest.skip('the namespace lab needs root')
-    proc = subprocess.run(['molecule', 'test', '-s', 'default'], cwd=ROOT, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=900, check=False)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-8000:]
+    rc, log = molecule_test('default', timeout=900)
+    assert rc == 0, log[-8000:]
     # The idempotence step must have run and found nothing to change.
     assert 'idempotence' in log
 
@@ -29,10 +51,8 @@ def test_molecule_maintenance_scenario(scenario):
     on L2 planes and on routed ones (traffic crosses the other plane translated)."""
     if os.geteuid() != 0:
         pytest.skip('the namespace lab needs root')
-    proc = subprocess.run(['molecule', 'test', '-s', scenario], cwd=ROOT, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=1500, check=False)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-12000:]
+    rc, log = molecule_test(scenario, timeout=1500)
+    assert rc == 0, log[-12000:]
     # The streams and the report, as the verify step printed them.
     assert 'Require no datagram lost and every TCP connection intact' in log
     assert '4 switch(es), 0 packets lost (counters), 0 failed' in log
@@ -47,11 +67,9 @@ def test_molecule_vm_scenario():
         pytest.skip('the VM lab needs root')
     logs = '/var/log/edgeft-vm'
     before = set(os.listdir(logs)) if os.path.isdir(logs) else set()
-    proc = subprocess.run(['molecule', 'test', '-s', 'vm'], cwd=ROOT, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=2400, check=False)
-    log = proc.stdout + proc.stderr
+    rc, log = molecule_test('vm', timeout=2400)
     kept = sorted(set(os.listdir(logs)) - before) if os.path.isdir(logs) else []
-    assert proc.returncode == 0, log[-12000:] + '\nVM serial consoles kept in: ' + ', '.join(
+    assert rc == 0, log[-12000:] + '\nVM serial consoles kept in: ' + ', '.join(
         os.path.join(logs, k) for k in kept)
     # The idempotence check ran after the reboot of r1h1 (an eBPF and a bond host at once), and
     # verify failed sw-a and sw-c over twice (power-off, then silent).
