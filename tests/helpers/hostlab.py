@@ -16,7 +16,8 @@ import subprocess
 import time
 import uuid
 
-from nshost import ModuleExit, bpffs, in_netns, run_module  # noqa: F401  (the kernel tests' one toolkit)
+# Re-exported: the kernel tests' one namespace toolkit (nshost).
+from nshost import ModuleExit, bpffs, in_netns, run_module  # noqa: F401  # pylint: disable=unused-import
 
 TUNABLES = {"EDGEFT_MAX_PEERS": 64, "EDGEFT_MAX_ADDRS": 512}
 PLANES = [{"name": "a", "interface": "fab0"}, {"name": "b", "interface": "fab1"}]

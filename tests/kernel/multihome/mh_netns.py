@@ -16,7 +16,8 @@ from pathlib import Path
 from pyroute2 import IPRoute
 from pyroute2 import netns as pyroute2_netns
 
-from nshost import ModuleExit, in_netns, run_module  # noqa: F401  (the kernel tests' one toolkit)
+# Re-exported: the kernel tests' one namespace toolkit (nshost).
+from nshost import ModuleExit, in_netns, run_module  # noqa: F401  # pylint: disable=unused-import
 
 TABLES = (254, 60901, 60902)
 FAMILIES = {4: socket.AF_INET, 6: socket.AF_INET6}
