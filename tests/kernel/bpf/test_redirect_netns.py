@@ -10,7 +10,6 @@ a0-b0, plane 1: a1-b1); the programs are attached to A's NICs with pyroute2
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import socket
@@ -20,8 +19,8 @@ import time
 import pytest
 
 import bpf_packets as P
+from nshost import in_netns
 
-CLONE_NEWNET = 0x40000000
 NS_A = "edgeft-ut%d-a" % os.getpid()
 NS_B = "edgeft-ut%d-b" % os.getpid()
 PORT = 9999
@@ -29,22 +28,6 @@ PORT = 9999
 
 def ip(*args: str) -> str:
     return subprocess.run(["ip", *args], check=True, capture_output=True, text=True).stdout
-
-
-@contextlib.contextmanager
-def in_netns(name: str):
-    """Run the block in netns `name` (this thread only); sockets made here stay there."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open("/run/netns/%s" % name, os.O_RDONLY)
-    try:
-        if libc.setns(target, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "setns %s" % name)
-        yield
-    finally:
-        libc.setns(back, CLONE_NEWNET)
-        os.close(back)
-        os.close(target)
 
 
 def _link(ns: str, name: str) -> dict:
