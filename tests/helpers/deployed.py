@@ -15,6 +15,7 @@ the deployment or a test fails. What the tests read:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -22,6 +23,8 @@ import subprocess
 import uuid
 import warnings
 from pathlib import Path
+
+import pytest
 
 from deploy_helpers import run_playbook
 from edgeft_lab import Lab
@@ -37,6 +40,23 @@ _ADHOC_RESULT = re.compile(r'^(\S+) \| (SUCCESS|CHANGED|FAILED!|UNREACHABLE!) =>
 
 def ansible_env():
     return dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1')
+
+
+@contextlib.contextmanager
+def undeployed_lab(work_dir, prefix, needs, topology='default'):
+    """A lab of `topology` that is up, its inventory at work_dir/hosts.yml, nothing deployed;
+    for the tests that are about deploying. Torn down even when a test fails. `needs` says in
+    the failure who needs root."""
+    if os.geteuid() != 0:
+        pytest.fail('%s need root (namespaces, tc, bpf)' % needs)
+    lab = Lab(topology, name='%s-%s' % (prefix, uuid.uuid4().hex[:6]))
+    lab.work_dir = Path(work_dir)
+    lab.inventory_path = lab.work_dir / 'hosts.yml'
+    try:
+        lab.up(inventory=lab.inventory_path)
+        yield lab
+    finally:
+        lab.down()
 
 
 def _deploy(inventory_dir, prefix, topology):
