@@ -3,7 +3,8 @@
 SharedDeployment holds one deployed lab of a topology for the whole run (tests/lab/conftest.py
 makes one per topology on first use) and hands it out reset to what a deployment leaves. The
 lab has a unique name (a developer's running lab is never touched) and is torn down even when
-the deployment or a test fails. What the tests read:
+the deployment or a test fails. `undeployed_lab` is a lab that is up with nothing deployed, for
+the tests that are about deploying. What the tests read:
 
 - `counters(lab, host)`: the per-plane counters straight from the host's pinned maps (fast,
   so a test can take them at precise moments while traffic runs);
@@ -42,6 +43,14 @@ def ansible_env():
     return dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1')
 
 
+def _new_lab(work_dir, prefix, topology):
+    """A lab of `topology` with a unique name, its inventory to be written to work_dir/hosts.yml."""
+    lab = Lab(topology, name='%s-%s' % (prefix, uuid.uuid4().hex[:6]))
+    lab.work_dir = Path(work_dir)
+    lab.inventory_path = lab.work_dir / 'hosts.yml'
+    return lab
+
+
 @contextlib.contextmanager
 def undeployed_lab(work_dir, prefix, needs, topology='default'):
     """A lab of `topology` that is up, its inventory at work_dir/hosts.yml, nothing deployed;
@@ -49,9 +58,7 @@ def undeployed_lab(work_dir, prefix, needs, topology='default'):
     the failure who needs root."""
     if os.geteuid() != 0:
         pytest.fail('%s need root (namespaces, tc, bpf)' % needs)
-    lab = Lab(topology, name='%s-%s' % (prefix, uuid.uuid4().hex[:6]))
-    lab.work_dir = Path(work_dir)
-    lab.inventory_path = lab.work_dir / 'hosts.yml'
+    lab = _new_lab(work_dir, prefix, topology)
     try:
         lab.up(inventory=lab.inventory_path)
         yield lab
@@ -60,12 +67,10 @@ def undeployed_lab(work_dir, prefix, needs, topology='default'):
 
 
 def _deploy(inventory_dir, prefix, topology):
-    lab = Lab(topology, name='%s-%s' % (prefix, uuid.uuid4().hex[:6]))
-    inventory = Path(inventory_dir) / 'hosts.yml'
+    lab = _new_lab(inventory_dir, prefix, topology)
     try:
-        lab.up(inventory=inventory)
-        lab.inventory_path = inventory
-        rc, out, recap = run_playbook(inventory)
+        lab.up(inventory=lab.inventory_path)
+        rc, out, recap = run_playbook(lab.inventory_path)
         if rc != 0 or not recap or any(failed for _changed, failed in recap.values()):
             raise RuntimeError('playbooks/site.yml failed on lab %s:\n%s' % (lab.name, out[-6000:]))
     except BaseException:
