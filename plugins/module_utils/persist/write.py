@@ -1,0 +1,158 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Make edgeft's persisted files under a root exactly a given set, in one pass.
+
+The role renders the files on the controller; this writes them on the host: only paths that
+are edgeft's by files.LOCATIONS and the prefix, each atomically (a crash leaves the old or the
+new file, never half of one), root-owned with its mode, and removes edgeft's files the set no
+longer holds. What would change is computed first and is all check mode and diff see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import os
+import posixpath
+import tempfile
+
+from ansible_collections.edgeft.failover.plugins.module_utils.persist import files as locations
+from ansible_collections.edgeft.failover.plugins.module_utils.persist.plan import PlanError
+
+MODES = ("0644", "0600")
+
+
+def _check(entry, where, prefix):
+    if not isinstance(entry, dict) or set(entry) - {"path", "content", "mode"}:
+        raise PlanError("%s: must be a dict with path, content and mode" % where)
+    path, content, mode = entry.get("path"), entry.get("content"), entry.get("mode", "0644")
+    if not isinstance(content, str):
+        raise PlanError("%s.content: must be a string" % where)
+    if mode not in MODES:
+        raise PlanError("%s.mode: %r must be one of %s" % (where, mode, ", ".join(MODES)))
+    if not isinstance(path, str) or posixpath.normpath(path) != path or path.startswith(("/", "..")):
+        raise PlanError("%s.path: %r must be a normalised path relative to the root" % (where, path))
+    directory, name = posixpath.split(path)
+    globs = dict(locations.LOCATIONS).get(directory)
+    if globs is None or not any(fnmatch.fnmatchcase(name, g.format(prefix=prefix)) for g in globs):
+        raise PlanError("%s.path: %r is not one of edgeft's file names for the prefix %r (docs/persistence.md)"
+                        % (where, path, prefix))
+    return path, content.encode("utf-8"), int(mode, 8)
+
+
+def _current(full):
+    """(bytes, mode, root-owned) of the file at full, None when there is none."""
+    try:
+        with open(full, "rb") as handle:
+            status = os.fstat(handle.fileno())
+            return handle.read(), status.st_mode & 0o7777, (status.st_uid, status.st_gid) == (0, 0)
+    except FileNotFoundError:
+        return None
+
+
+def _text(data):
+    return data.decode("utf-8", errors="replace")
+
+
+def changes(root, prefix, wanted):
+    """What making root's edgeft files exactly `wanted` ([{path, content, mode}]) takes.
+
+    Returns {directories, write, remove}: directories to create (relative to root), files to
+    write as [{path (absolute), data, mode, before (text or None)}] and files to remove
+    (absolute). PlanError names the entry of `wanted` at fault.
+    """
+    if not locations.PREFIX.match(prefix or ""):
+        raise PlanError("prefix: %r must consist of letters, digits, _ and -" % (prefix,))
+    present, directories = locations.edgeft_files(root, prefix)
+    plan = {"directories": [], "write": [], "remove": []}
+    seen = set()
+    for index, entry in enumerate(wanted):
+        path, data, mode = _check(entry, "files[%d]" % index, prefix)
+        if path in seen:
+            raise PlanError("files[%d].path: %r is given twice" % (index, path))
+        seen.add(path)
+        directory = posixpath.dirname(path)
+        if not directories[directory] and directory not in plan["directories"]:
+            plan["directories"].append(directory)
+        full = os.path.join(root, path)
+        if os.path.isdir(full) and not os.path.islink(full):
+            raise PlanError("files[%d].path: %s is a directory on the host: remove it, or choose another file_prefix"
+                            % (index, full))
+        current = _current(full)
+        if current != (data, mode, True):
+            plan["write"].append({"path": full, "data": data, "mode": mode,
+                                  "before": _text(current[0]) if current else None})
+    kept = {os.path.join(root, path) for path in seen}
+    plan["remove"] = [path for path in present if path not in kept]
+    return plan
+
+
+def diff(plan):
+    """Ansible's per-file diffs of a changes() result."""
+    out = [{"before_header": w["path"], "after_header": w["path"], "before": w["before"] or "", "after": _text(w["data"])}
+           for w in plan["write"]]
+    for path in plan["remove"]:
+        current = _current(path)
+        out.append({"before_header": path, "after_header": "%s (removed)" % path,
+                    "before": _text(current[0]) if current else "", "after": ""})
+    return out
+
+
+def _replace(path, data, mode):
+    directory, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + name + ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            os.fchown(handle.fileno(), 0, 0)
+            os.fchmod(handle.fileno(), mode)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def apply(root, plan):
+    """Carry out a changes() result. On an OSError the files already changed get their old
+    contents back and the created directories go, then the error is raised."""
+    undo = []
+    try:
+        for directory in plan["directories"]:
+            for created in _makedirs(os.path.join(root, directory)):
+                undo.append((created, None))
+        for write in plan["write"]:
+            undo.append((write["path"], _current(write["path"])))
+            _replace(write["path"], write["data"], write["mode"])
+        for path in plan["remove"]:
+            undo.append((path, _current(path)))
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    except OSError:
+        for path, before in reversed(undo):
+            with contextlib.suppress(OSError):
+                _restore(path, before)
+        raise
+
+
+def _makedirs(path):
+    """Create path and its missing parents, each mode 0755 whatever the umask; the ones
+    created, parents first."""
+    if os.path.isdir(path):
+        return []
+    created = _makedirs(os.path.dirname(path))
+    os.mkdir(path)
+    os.chmod(path, 0o755)
+    return created + [path]
+
+
+def _restore(path, before):
+    if before is None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.rmdir(path)
+        else:
+            os.unlink(path)
+    else:
+        _replace(path, before[0], before[1])
