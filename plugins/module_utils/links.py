@@ -96,6 +96,15 @@ def _addresses(ipr, index):
     return found
 
 
+def _rp_filter(name):
+    """The value of net.ipv4.conf.<name>.rp_filter, None when the kernel has none."""
+    try:
+        with open('/proc/sys/net/ipv4/conf/%s/rp_filter' % name) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 def plane_report(planes):
     """Return (report, problems) for normalized planes.
 
@@ -118,6 +127,9 @@ def plane_report(planes):
             entry['present'] = True
             entry.update(_link_state(ipr, found[0]))
             entry['addresses'] = _addresses(ipr, found[0])
+            # The kernel applies the larger of 'all' and the interface's value.
+            values = [v for v in (_rp_filter('all'), _rp_filter(plane['interface'])) if v is not None]
+            entry['rp_filter'] = max(values) if values else None
             for fam in ('ipv4', 'ipv6'):
                 want = plane[fam]
                 if want is not None and want not in [ipaddress.ip_interface(a) for a in entry['addresses']]:

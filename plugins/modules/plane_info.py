@@ -90,7 +90,10 @@ EXAMPLES = r'''
 
 RETURN = r'''
 planes:
-  description: Per declared plane, what the host has.
+  description:
+    - Per declared plane, what the host has.
+    - C(rp_filter) is the reverse path filtering the kernel applies on the NIC, the larger of
+      C(net.ipv4.conf.all.rp_filter) and the NIC's own (0 off, 1 strict, 2 loose); null when unknown.
   returned: always
   type: list
   elements: dict
@@ -106,6 +109,7 @@ planes:
       operstate: UP
       addresses: ["198.18.1.11/16", "fd0e:d6ef:7a00:1::b/64"]
       missing_addresses: []
+      rp_filter: 2
 problems:
   description: Every mismatch between the declaration and the host, naming the option.
   returned: always
