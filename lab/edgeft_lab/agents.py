@@ -33,7 +33,6 @@ from .lab import Lab
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"  # targets run the agent with the system Python
 METRICS_PORT = 9531  # the role's default metrics_listen, on each namespace's own loopback
-HELD_TABLE = 0xEDF7 + 1  # the agent's held routes (docs/agent.md, backup routes)
 
 
 class AgentError(LabError):

@@ -21,13 +21,14 @@ from ansible_collections.edgeft.failover.plugins.module_utils.agent import route
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import BACKUP_ROUTES_DEFAULTS
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute, layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.iproute import IpCommandError
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.plane_check import CheckError, nic_addresses
 
 TABLE = BACKUP_ROUTES_DEFAULTS["table"]
 PRIORITY = BACKUP_ROUTES_DEFAULTS["priority"]
 
 
-class DrainRoutesError(RuntimeError):
+class DrainRoutesError(EdgeftError, RuntimeError):
     pass
 
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+
 PREFIXES_OPTION = "edgeft_failover_prefixes"
 FAMILIES = (("ipv4", 4, "failover4"), ("ipv6", 6, "failover6"))
 
 
-class FailoverAddressError(ValueError):
+class FailoverAddressError(EdgeftError, ValueError):
     """Bad failover prefix or address; the message names the option and the fix."""
 
 

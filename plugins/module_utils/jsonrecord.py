@@ -6,10 +6,10 @@ one way to write them."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
+
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile
 
 
 def read(path, version, what, error) -> dict:
@@ -31,14 +31,4 @@ def read(path, version, what, error) -> dict:
 def write(state_dir, path, data) -> None:
     """Atomically replace path (in state_dir) with data: a crash leaves the old or the new file."""
     os.makedirs(state_dir, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=state_dir, prefix="." + os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomicfile.replace(path, json.dumps(data, indent=1, sort_keys=True).encode())

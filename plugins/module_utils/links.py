@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+
 try:
     from pyroute2 import IPRoute
     HAS_PYROUTE2 = True
@@ -19,7 +21,7 @@ except ImportError as exc:  # the module reports this with the package to instal
     PYROUTE2_IMPORT_ERROR = exc
 
 
-class PlaneSpecError(ValueError):
+class PlaneSpecError(EdgeftError, ValueError):
     """A plane declaration is malformed; the message names the option path."""
 
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import addresses, iproute, layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.planes import (
     DEFAULT_STATE_DIR,
     EmptyMaps,
@@ -346,11 +348,11 @@ ARGUMENT_SPEC = dict(
     )),
     neighbors=dict(type='bool', default=True),
     max_peers=dict(type='int'),
-    state_dir=dict(type='path', default='/var/lib/edgeft'),
+    state_dir=dict(type='path', default=constants.STATE_DIR),
 )
 
 
-class PeerTableApplyError(RuntimeError):
+class PeerTableApplyError(EdgeftError, RuntimeError):
     """A write failed after validation; the message says at which step."""
 
 

@@ -37,8 +37,9 @@ except ImportError as exc:  # the module reports this with the package to instal
     class NetlinkError(Exception):  # so `except NetlinkError` stays valid without pyroute2
         pass
 
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
-from ansible_collections.edgeft.failover.plugins.module_utils.agent.prober import IPV6_TCLASS
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.planes import (
     DEFAULT_STATE_DIR,
     HostRecord,
@@ -57,7 +58,7 @@ IFA_F_DADFAILED, IFA_F_DEPRECATED, IFA_F_TENTATIVE = 0x08, 0x20, 0x40
 _FAMILY_NAMES = {"auto": None, "4": 4, "6": 6}
 
 
-class CheckError(RuntimeError):
+class CheckError(EdgeftError, RuntimeError):
     """The check could not run on this host (a socket failed); the message says why."""
 
 
@@ -235,7 +236,7 @@ def open_socket(family, interface, source, peers=1, tos=TOS):
         if family == 4:
             s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
         else:
-            s.setsockopt(socket.IPPROTO_IPV6, IPV6_TCLASS, tos)
+            s.setsockopt(socket.IPPROTO_IPV6, constants.IPV6_TCLASS, tos)
         size = min(BUFFER_MAX, max(BUFFER_MIN, peers * BUFFER_PER_PEER))
         for force, plain in ((getattr(socket, "SO_RCVBUFFORCE", 33), socket.SO_RCVBUF),
                              (getattr(socket, "SO_SNDBUFFORCE", 32), socket.SO_SNDBUF)):

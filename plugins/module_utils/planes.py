@@ -10,12 +10,11 @@ error names the option that caused it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import socket
 import struct
 
-from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, constants, jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import (
@@ -24,8 +23,9 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps impo
     peer_view,
     pin_dir_lock,
 )
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
-DEFAULT_STATE_DIR = "/var/lib/edgeft"
+DEFAULT_STATE_DIR = constants.STATE_DIR
 STATE_FILE = "peer_table.json"
 LOCK_FILE = "peer_table.lock"
 RECORD_VERSION = 1
@@ -38,7 +38,7 @@ NIC_COUNTERS = ("rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "rx_dropped"
 ATTACH_HINT = "attach the programs first with edgeft.failover.ebpf_program"
 
 
-class OptionError(ValueError):
+class OptionError(EdgeftError, ValueError):
     """Bad input; the message starts with the option path (peers[3].planes[1].ipv4: ...)."""
 
 
@@ -159,17 +159,10 @@ class HostRecord:
         create=False (check mode) never creates state_dir: without it there
         is no record to protect.
         """
-        if not create and not os.path.isdir(self.state_dir):
+        with atomicfile.locked(self.state_dir, LOCK_FILE, create) as held:
+            if held:
+                self.table = self._load().get("tables", {}).get(self.key, {})
             yield self
-            return
-        os.makedirs(self.state_dir, exist_ok=True)
-        fd = os.open(os.path.join(self.state_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self.table = self._load().get("tables", {}).get(self.key, {})
-            yield self
-        finally:
-            os.close(fd)
 
 
 class DrainRecord:
@@ -223,17 +216,10 @@ class DrainRecord:
 
         create=False (check mode) never creates state_dir.
         """
-        if not create and not os.path.isdir(self.state_dir):
+        with atomicfile.locked(self.state_dir, DRAIN_LOCK_FILE, create) as held:
+            if held:
+                self.drains = self._entry(self._load())
             yield self
-            return
-        os.makedirs(self.state_dir, exist_ok=True)
-        fd = os.open(os.path.join(self.state_dir, DRAIN_LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self.drains = self._entry(self._load())
-            yield self
-        finally:
-            os.close(fd)
 
 
 def drains_by_plane(drains: dict, names, shown=()) -> dict:

@@ -25,10 +25,11 @@ import re
 import sys
 import tempfile
 
-from ansible_collections.edgeft.failover.plugins.module_utils import tc
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, constants, jsonrecord, tc
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys, build, layout, layout_check
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import check_map
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
 NAME_PREFIX = 'edgeft:'
 DIRECTIONS = ('ingress', 'egress')
@@ -37,8 +38,8 @@ DIRECTIONS = ('ingress', 'egress')
 # enough not to collide. Its programs return TC_ACT_UNSPEC for what they do
 # not steer, so filters behind it still run.
 DEFAULT_PRIORITY = 0x0ED0
-DEFAULT_HANDLE = 0xEDF7
-DEFAULT_STATE_DIR = '/var/lib/edgeft'
+DEFAULT_HANDLE = constants.TC_HANDLE
+DEFAULT_STATE_DIR = constants.STATE_DIR
 STATE_FILE = 'ebpf_program.json'
 LOCK_FILE = 'ebpf_program.lock'
 MAPS_HEADER = 'edgeft_maps.h'
@@ -71,12 +72,8 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class ProgramError(Exception):
+class ProgramError(EdgeftError):
     """Bad input or a failed change; the text names the option or what was rolled back."""
-
-    def __init__(self, msg, result=None):
-        super().__init__(msg)
-        self.result = result or {}
 
 
 # ---------------------------------------------------------------- validation
@@ -572,27 +569,11 @@ class StateStore:
         return data
 
     def save(self, data):
-        os.makedirs(self.state_dir, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.state_dir, prefix='.' + STATE_FILE)
-        try:
-            with os.fdopen(fd, 'w') as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        jsonrecord.write(self.state_dir, self.path, data)
 
-    @contextlib.contextmanager
     def locked(self):
         """Serialise module runs of one host (and of hosts sharing the directory)."""
-        os.makedirs(self.state_dir, exist_ok=True)
-        fd = os.open(os.path.join(self.state_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        return atomicfile.locked(self.state_dir, LOCK_FILE)
 
     def clsact_record(self, index, interface):
         return {'interface': interface, 'ifindex': index, 'netns': self.netns, 'boot_id': self.boot}

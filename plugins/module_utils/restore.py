@@ -19,13 +19,14 @@ import sys
 
 from ansible_collections.edgeft.failover.plugins.module_utils import peers, program
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
 DEFAULT_CONFIG = "/etc/edgeft/datapath.json"
 PROG = "edgeft-agent restore-datapath"
 STEPS = ("ebpf_program", "peer_table")
 
 
-class RestoreError(Exception):
+class RestoreError(EdgeftError):
     """A step failed; the message names it."""
 
 

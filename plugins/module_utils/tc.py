@@ -16,6 +16,7 @@ import struct
 from collections import namedtuple
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
 try:
     from pyroute2 import IPRoute
@@ -47,7 +48,7 @@ Filter = namedtuple('Filter', 'index parent priority protocol handle chain kind 
 """One tc filter as the kernel reports it (name/prog_id/prog_tag/flags only for kind bpf)."""
 
 
-class TcError(Exception):
+class TcError(EdgeftError):
     """A tc operation failed; the text names the interface and what was tried."""
 
     def __init__(self, msg, errno_=0):

@@ -133,13 +133,7 @@ requirements:
   - pyroute2 (Debian package C(python3-pyroute2))
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - edgeft.failover.attributes
 notes:
   - Runs inside whatever network namespace the connection places it in.
   - A NIC set administratively down loses its routes in the kernel; the next
@@ -244,10 +238,9 @@ plan:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes import kernel
-from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.run import ApplyError, backup_routes
-from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.spec import OptionError
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.run import backup_routes
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
 
 
 def main():
@@ -268,22 +261,11 @@ def main():
             )),
             state=dict(type='str', choices=['present', 'absent'], default='present'),
             set_ignore_linkdown=dict(type='bool', default=True),
-            state_dir=dict(type='path', default='/var/lib/edgeft'),
+            state_dir=dict(type='path', default=constants.STATE_DIR),
         ),
         supports_check_mode=True,
     )
-    try:
-        result, warnings = backup_routes(module.params, module.check_mode)
-    except OptionError as e:
-        module.fail_json(msg=str(e))
-    except (ApplyError, kernel.KernelError, OSError) as e:
-        module.fail_json(msg=str(e))
-    for w in warnings:
-        module.warn(w)
-    diff = result.pop('diff')
-    if module._diff:
-        result['diff'] = diff
-    module.exit_json(**result)
+    finish(module, lambda: backup_routes(module.params, module.check_mode))
 
 
 if __name__ == '__main__':

@@ -120,13 +120,7 @@ requirements:
   - a kernel with the bonding driver (C(CONFIG_BONDING))
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - edgeft.failover.attributes
 notes:
   - The live configuration only; this module returns a network
     plan that the C(edgeft.failover.bond) role hands to the persistence
@@ -212,10 +206,9 @@ plan:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.edgeft.failover.plugins.module_utils.bond import kernel
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.bond.run import bond
-from ansible_collections.edgeft.failover.plugins.module_utils.bond.spec import OptionError
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
 
 
 def main():
@@ -241,23 +234,12 @@ def main():
                                                        'vlan+srcmac']),
             mtu=dict(type='int'),
             addresses=dict(type='list', elements='str'),
-            state_dir=dict(type='path', default='/var/lib/edgeft'),
+            state_dir=dict(type='path', default=constants.STATE_DIR),
         ),
         required_if=[('state', 'present', ('ports',))],
         supports_check_mode=True,
     )
-    try:
-        result, warnings = bond(module.params, module.check_mode)
-    except OptionError as e:
-        module.fail_json(msg=str(e))
-    except (kernel.KernelError, OSError) as e:
-        module.fail_json(msg=str(e))
-    for w in warnings:
-        module.warn(w)
-    diff = result.pop('diff')
-    if module._diff:
-        result['diff'] = diff
-    module.exit_json(**result)
+    finish(module, lambda: bond(module.params, module.check_mode))
 
 
 if __name__ == '__main__':

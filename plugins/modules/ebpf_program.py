@@ -143,14 +143,11 @@ requirements:
   - pyroute2 (Debian package C(python3-pyroute2))
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - edgeft.failover.attributes
 attributes:
   check_mode:
     support: full
     details: Validates, computes the digests and reports what would change; compiles nothing.
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
 notes:
   - Runs in the network namespace its connection places it in.
   - Filters at other priorities, and qdiscs other than C(clsact), are left alone.
@@ -262,7 +259,7 @@ attached:
   returned: always
   type: list
   elements: dict
-  contains:
+  contains: &attach_point
     interface:
       description: The interface.
       type: str
@@ -276,7 +273,7 @@ attached:
       description: tc filter handle.
       type: int
     name:
-      description: The new filter name.
+      description: The filter's name (tc's C(name) of its BPF program).
       type: str
   sample: [{interface: fab0, direction: egress, priority: 3792, handle: 60919, name: "edgeft:edgeft_egress:5f0c3a9d41b2e877"}]
 replaced:
@@ -284,44 +281,14 @@ replaced:
   returned: always
   type: list
   elements: dict
-  contains:
-    interface:
-      description: The interface.
-      type: str
-    direction:
-      description: V(ingress) or V(egress).
-      type: str
-    priority:
-      description: tc filter priority.
-      type: int
-    handle:
-      description: tc filter handle.
-      type: int
-    name:
-      description: The new filter name.
-      type: str
+  contains: *attach_point
   sample: []
 removed:
   description: Attach points whose filter was deleted (O(state=absent)).
   returned: always
   type: list
   elements: dict
-  contains:
-    interface:
-      description: The interface.
-      type: str
-    direction:
-      description: V(ingress) or V(egress).
-      type: str
-    priority:
-      description: tc filter priority.
-      type: int
-    handle:
-      description: tc filter handle.
-      type: int
-    name:
-      description: The deleted filter's name.
-      type: str
+  contains: *attach_point
   sample: []
 clsact_created:
   description: Interfaces that got a clsact qdisc from this run.
@@ -343,9 +310,9 @@ unpinned:
   sample: []
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
+from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.edgeft.failover.plugins.module_utils import program, tc
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
 
 
 def main():
@@ -354,19 +321,13 @@ def main():
         required_if=[('state', 'present', ['src'])],
         supports_check_mode=True,
     )
-    if not tc.HAS_PYROUTE2:
-        module.fail_json(msg=missing_required_lib('pyroute2 (Debian: python3-pyroute2)'),
-                         exception=str(tc.PYROUTE2_IMPORT_ERROR))
-    try:
+    require_pyroute2(module, tc.HAS_PYROUTE2, tc.PYROUTE2_IMPORT_ERROR)
+
+    def run():
         result = program.run(module.params, check_mode=module.check_mode)
-    except program.ProgramError as exc:
-        module.fail_json(msg=str(exc), **exc.result)
-    for warning in result.pop('warnings'):
-        module.warn(warning)
-    diff = result.pop('diff')
-    if module._diff:
-        result['diff'] = diff
-    module.exit_json(**result)
+        return result, result.pop('warnings')
+
+    finish(module, run)
 
 
 if __name__ == '__main__':

@@ -128,13 +128,7 @@ requirements:
   - pyroute2 on the target (Debian and Ubuntu package python3-pyroute2)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - edgeft.failover.attributes
 notes:
   - Runs inside whatever network namespace the connection places it in; sysctls under
     C(/proc/sys/net) are that namespace's.
@@ -265,12 +259,12 @@ links_changed:
       up: {before: false, after: true}
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome import run as core
-from ansible_collections.edgeft.failover.plugins.module_utils.multihome.apply import ApplyError
-from ansible_collections.edgeft.failover.plugins.module_utils.multihome.host import HAS_PYROUTE2, PYROUTE2_IMPORT_ERROR, HostError
-from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import DEFAULT_PRIORITY_BASE, DEFAULT_TABLE_BASE, OptionError
+from ansible_collections.edgeft.failover.plugins.module_utils.multihome.host import HAS_PYROUTE2, PYROUTE2_IMPORT_ERROR
+from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import DEFAULT_PRIORITY_BASE, DEFAULT_TABLE_BASE
 
 
 def main():
@@ -289,7 +283,7 @@ def main():
                 failover4=dict(type='str'),
                 failover6=dict(type='str'),
             )),
-            state_dir=dict(type='path', default='/var/lib/edgeft'),
+            state_dir=dict(type='path', default=constants.STATE_DIR),
             table_base=dict(type='int', default=DEFAULT_TABLE_BASE),
             rule_priority_base=dict(type='int', default=DEFAULT_PRIORITY_BASE),
             sysctls=dict(type='bool', default=True),
@@ -298,21 +292,9 @@ def main():
         required_if=[('state', 'present', ('planes',))],
         supports_check_mode=True,
     )
-    if not HAS_PYROUTE2:
-        module.fail_json(msg=missing_required_lib('pyroute2 (Debian: python3-pyroute2)'), exception=str(PYROUTE2_IMPORT_ERROR))
-    try:
-        result, warnings = core.multihome(module.params, module.check_mode)
-    except OptionError as e:
-        module.fail_json(msg=str(e))
-    except (ApplyError, HostError, OSError) as e:
-        module.fail_json(msg=str(e))
-    for w in warnings:
-        module.warn(w)
-    diff = result.pop('diff')
-    if module._diff:
-        result['diff'] = dict(before=diff['before'], after=diff['after'], before_header='plane NICs (host)',
-                              after_header='plane NICs (declared)')
-    module.exit_json(**result)
+    require_pyroute2(module, HAS_PYROUTE2, PYROUTE2_IMPORT_ERROR)
+    finish(module, lambda: core.multihome(module.params, module.check_mode),
+           diff_headers=('plane NICs (host)', 'plane NICs (declared)'))
 
 
 if __name__ == '__main__':

@@ -53,13 +53,7 @@ options:
         default: '0644'
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - edgeft.failover.attributes
 '''
 
 EXAMPLES = r'''
@@ -99,7 +93,6 @@ directories:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.edgeft.failover.plugins.module_utils.persist import write
 from ansible_collections.edgeft.failover.plugins.module_utils.persist.plan import PlanError
 

@@ -57,13 +57,7 @@ options:
     type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - edgeft.failover.attributes.info_module
 '''
 
 EXAMPLES = r'''
@@ -139,7 +133,6 @@ plan:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.edgeft.failover.plugins.module_utils.persist import detect, files
 from ansible_collections.edgeft.failover.plugins.module_utils.persist.gaps import gaps_for
 from ansible_collections.edgeft.failover.plugins.module_utils.persist.plan import PlanError, normalize_plan

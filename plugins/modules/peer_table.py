@@ -160,13 +160,7 @@ requirements:
   - iproute2 (C(ip)) with managed neighbour support (iproute2 5.16 or later) when O(neighbors=true)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - edgeft.failover.attributes
 notes:
   - Runs inside whatever network namespace the connection places it in; with
     the C(edgeft.failover.netns) connection, interfaces and neighbours are
@@ -262,9 +256,8 @@ failover_addresses:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.edgeft.failover.plugins.module_utils import peers as core
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
 
 
 def main():
@@ -272,20 +265,9 @@ def main():
         argument_spec=core.ARGUMENT_SPEC,
         supports_check_mode=True,
     )
-    try:
-        result, warnings = core.peer_table(module.params, module.check_mode)
-    except core.OptionError as e:
-        module.fail_json(msg=str(e))
-    except (core.PeerTableApplyError, DatapathError, OSError) as e:
-        module.fail_json(msg=str(e))
-    for w in warnings:
-        module.warn(w)
-    diff = result.pop('diff')
-    if module._diff:
-        result['diff'] = dict(before=diff['before'], after=diff['after'],
-                              before_header='%s (maps)' % module.params['pin_root'],
-                              after_header='%s (declared)' % module.params['pin_root'])
-    module.exit_json(**result)
+    pin_root = module.params['pin_root']
+    finish(module, lambda: core.peer_table(module.params, module.check_mode),
+           diff_headers=('%s (maps)' % pin_root, '%s (declared)' % pin_root))
 
 
 if __name__ == '__main__':

@@ -105,13 +105,7 @@ requirements:
     and this host in their peer tables, since only known peers are answered
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - edgeft.failover.attributes.info_module
 seealso:
   - module: edgeft.failover.plane_state
   - module: edgeft.failover.peer_table
@@ -195,11 +189,10 @@ checked:
   sample: 3
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils import plane_check as core
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
-from ansible_collections.edgeft.failover.plugins.module_utils.planes import OptionError
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
 
 
 def main():
@@ -217,20 +210,12 @@ def main():
             interval_ms=dict(type='int', default=20),
             timeout_ms=dict(type='int', default=500),
             max_loss_percent=dict(type='int', default=0),
-            state_dir=dict(type='path', default='/var/lib/edgeft'),
+            state_dir=dict(type='path', default=constants.STATE_DIR),
         ),
         supports_check_mode=True,
     )
-    if not core.HAS_PYROUTE2:
-        module.fail_json(msg=missing_required_lib('pyroute2 (Debian: python3-pyroute2)'),
-                         exception=str(core.PYROUTE2_IMPORT_ERROR))
-    try:
-        result, warnings = core.plane_check(module.params)
-    except (OptionError, core.CheckError, DatapathError, OSError) as e:
-        module.fail_json(msg=str(e))
-    for w in warnings:
-        module.warn(w)
-    module.exit_json(**result)
+    require_pyroute2(module, core.HAS_PYROUTE2, core.PYROUTE2_IMPORT_ERROR)
+    finish(module, lambda: core.plane_check(module.params))
 
 
 if __name__ == '__main__':

@@ -57,13 +57,7 @@ requirements:
   - pyroute2 on the target (Debian package C(python3-pyroute2))
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - edgeft.failover.attributes.info_module
 notes:
   - Runs inside whatever network namespace the connection places it in; with
     the C(edgeft.failover.netns) connection it reports the namespace's interfaces.
@@ -118,9 +112,9 @@ problems:
   sample: ["planes[1].interface: interface 'fab1' does not exist on this host"]
 '''
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
+from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.edgeft.failover.plugins.module_utils import links
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import require_pyroute2
 
 
 def main():
@@ -137,9 +131,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if not links.HAS_PYROUTE2:
-        module.fail_json(msg=missing_required_lib('pyroute2 (Debian: python3-pyroute2)'),
-                         exception=str(links.PYROUTE2_IMPORT_ERROR))
+    require_pyroute2(module, links.HAS_PYROUTE2, links.PYROUTE2_IMPORT_ERROR)
     try:
         planes = links.normalize_planes(module.params['planes'])
     except links.PlaneSpecError as exc:

@@ -125,13 +125,7 @@ requirements:
     without it RV(planes[].nic) is null and a warning says why
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - edgeft.failover.attributes
 seealso:
   - module: edgeft.failover.peer_table
 '''
@@ -300,9 +294,9 @@ peers:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils import planes as core
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
 
 
 def main():
@@ -318,23 +312,12 @@ def main():
             force=dict(type='bool', default=False),
             peers=dict(type='list', elements='str'),
             notify_peers=dict(type='bool', default=True),
-            state_dir=dict(type='path', default='/var/lib/edgeft'),
+            state_dir=dict(type='path', default=constants.STATE_DIR),
         ),
         required_if=[('state', 'drained', ('plane',)), ('state', 'active', ('plane',))],
         supports_check_mode=True,
     )
-    try:
-        result, warnings = core.plane_state(module.params, module.check_mode)
-    except core.OptionError as e:
-        module.fail_json(msg=str(e))
-    except (DatapathError, OSError) as e:
-        module.fail_json(msg=str(e))
-    for w in warnings:
-        module.warn(w)
-    diff = result.pop('diff')
-    if module._diff:
-        result['diff'] = diff
-    module.exit_json(**result)
+    finish(module, lambda: core.plane_state(module.params, module.check_mode))
 
 
 if __name__ == '__main__':

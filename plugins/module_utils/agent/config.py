@@ -13,9 +13,12 @@ from __future__ import annotations
 import ipaddress
 import json
 
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+
 DEFAULTS = {
     "pin_root": "/sys/fs/bpf/edgeft",
-    "state_dir": "/var/lib/edgeft",
+    "state_dir": constants.STATE_DIR,
     "planes": None,
     "peers": None,
     "interval_ms": 10,
@@ -43,7 +46,7 @@ DAMPENING_DEFAULTS = {
 
 BACKUP_ROUTES_DEFAULTS = {
     "enabled": True,
-    "table": 0xEDF7,
+    "table": constants.BACKUP_TABLE,
     "priority": 32690,
 }
 
@@ -53,7 +56,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 ACTIVITY_SCAN_MS = 100
 
 
-class ConfigError(ValueError):
+class ConfigError(EdgeftError, ValueError):
     """A bad configuration; the message starts with the option's name."""
 
 

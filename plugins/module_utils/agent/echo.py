@@ -14,13 +14,13 @@ from __future__ import annotations
 import socket
 import struct
 
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
 
 ECHO_REQUEST = {4: 8, 6: 128}
 ECHO_REPLY = {4: 0, 6: 129}
 _HEADER = struct.Struct("!BBHHH")  # type, code, checksum, identifier, sequence
 ICMP6_FILTER = 1
-IPV6_TCLASS = getattr(socket, "IPV6_TCLASS", 67)
 
 
 def checksum(data: bytes) -> int:
@@ -77,7 +77,7 @@ def open_socket(family: int, interface: str, source: str, tos: int):
         if family == 4:
             s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
         else:
-            s.setsockopt(socket.IPPROTO_IPV6, IPV6_TCLASS, tos)
+            s.setsockopt(socket.IPPROTO_IPV6, constants.IPV6_TCLASS, tos)
             # Only echo replies reach the socket: a bit set in the filter blocks that type.
             blocked = [0xFFFFFFFF] * 8
             blocked[ECHO_REPLY[6] >> 5] &= ~(1 << (ECHO_REPLY[6] & 31))

@@ -13,9 +13,9 @@ from __future__ import annotations
 import errno
 import socket
 
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
 
-IPV6_TCLASS = getattr(socket, "IPV6_TCLASS", 67)
 # Errors that say "this socket cannot work now" (address gone, NIC gone): reopen later.
 _REOPEN = (errno.EADDRNOTAVAIL, errno.ENODEV, errno.EINVAL)
 
@@ -48,7 +48,7 @@ class Prober:
             if family == 4:
                 s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, self.tos)
             else:
-                s.setsockopt(socket.IPPROTO_IPV6, IPV6_TCLASS, self.tos)
+                s.setsockopt(socket.IPPROTO_IPV6, constants.IPV6_TCLASS, self.tos)
             s.bind((source, 0))
         except OSError as e:
             s.close()

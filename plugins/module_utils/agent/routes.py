@@ -42,10 +42,10 @@ from __future__ import annotations
 import ipaddress
 import subprocess
 
-from ansible_collections.edgeft.failover.plugins.module_utils import procsys
+from ansible_collections.edgeft.failover.plugins.module_utils import constants, procsys
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute
 
-PROTO = "237"  # rtnetlink protocol id marking edgeft's rules and routes
+PROTO = str(constants.ROUTE_PROTO)  # as the ip command takes it
 
 
 def desired(peers: dict, planes: list, prefixes: dict, routed=frozenset()) -> dict:

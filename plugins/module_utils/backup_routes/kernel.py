@@ -14,7 +14,8 @@ import errno
 import os
 import socket
 
-from ansible_collections.edgeft.failover.plugins.module_utils import procsys
+from ansible_collections.edgeft.failover.plugins.module_utils import constants, procsys
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
 try:
     from pyroute2 import IPRoute
@@ -25,7 +26,7 @@ except ImportError as exc:  # the module reports it with the package to install
     NetlinkError = OSError
     PYROUTE2_IMPORT_ERROR = exc
 
-PROTO = 237  # rtnetlink protocol of edgeft's routes (plugins/module_utils/agent/routes.py)
+PROTO = constants.ROUTE_PROTO
 RT_TABLE_MAIN = 254
 RTN_UNICAST = 1
 RT_SCOPE_UNIVERSE = 0
@@ -40,7 +41,7 @@ FAMILIES = {4: socket.AF_INET, 6: socket.AF_INET6}
 SYSCTL = "ignore_routes_with_linkdown"
 
 
-class KernelError(RuntimeError):
+class KernelError(EdgeftError, RuntimeError):
     """A netlink or /proc/sys operation failed; the message says which."""
 
 

@@ -16,10 +16,9 @@ back when no declared route needs it any more.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 
-from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.spec import OptionError
 
 STATE_FILE = "backup_routes.json"
@@ -65,15 +64,6 @@ class RouteRecord:
     def locked(self, create=True):
         """Load this namespace's entry under an exclusive lock; check mode (create=False)
         never creates state_dir."""
-        if not create and not os.path.isdir(self.state_dir):
-            self.entry = {}
+        with atomicfile.locked(self.state_dir, LOCK_FILE, create) as held:
+            self.entry = self._load().get("namespaces", {}).get(self.key, {}) if held else {}
             yield self
-            return
-        os.makedirs(self.state_dir, exist_ok=True)
-        fd = os.open(os.path.join(self.state_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self.entry = self._load().get("namespaces", {}).get(self.key, {})
-            yield self
-        finally:
-            os.close(fd)

@@ -4,14 +4,16 @@
 
 from __future__ import annotations
 
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes import changes, kernel, spec
 from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.record import RouteRecord
 from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.spec import OptionError
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
-DEFAULT_STATE_DIR = "/var/lib/edgeft"
+DEFAULT_STATE_DIR = constants.STATE_DIR
 
 
-class ApplyError(RuntimeError):
+class ApplyError(EdgeftError, RuntimeError):
     """A kernel change failed after validation; the message says what and whether it was rolled back."""
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+
 MODES = ("metric", "multipath")
 METRIC_STEP = 100  # default metrics: 100, 200, 300... in via order
 MULTIPATH_METRIC = 100
@@ -28,7 +30,7 @@ ROUTE_KEYS = ("dst", "via", "mode", "weights", "metric", "src", "rto_min_ms")
 VIA_KEYS = ("interface", "gateway", "metric")
 
 
-class OptionError(ValueError):
+class OptionError(EdgeftError, ValueError):
     """Bad input; the message starts with the option path (routes[2].via[1].gateway: ...)."""
 
 

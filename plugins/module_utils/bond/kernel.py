@@ -11,6 +11,7 @@ import ipaddress
 import os
 
 from ansible_collections.edgeft.failover.plugins.module_utils.bond import changes, mapping
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
 try:
     from pyroute2 import IPRoute
@@ -26,7 +27,7 @@ NO_DRIVER = ("bond: this kernel has no bonding driver (CONFIG_BONDING); load the
 IFF_UP = 0x1
 
 
-class KernelError(RuntimeError):
+class KernelError(EdgeftError, RuntimeError):
     """A kernel change or read failed; the message says which."""
 
 

@@ -13,10 +13,9 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 
-from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.bond.spec import OptionError
 
 STATE_FILE = "bond.json"
@@ -59,15 +58,6 @@ class BondRecord:
         """Load this namespace's bonds under an exclusive lock; check mode (create=False)
         never creates state_dir."""
         self.key = key
-        if not create and not os.path.isdir(self.state_dir):
-            self.bonds = {}
+        with atomicfile.locked(self.state_dir, LOCK_FILE, create) as held:
+            self.bonds = self._load().get("namespaces", {}).get(key, {}) if held else {}
             yield self
-            return
-        os.makedirs(self.state_dir, exist_ok=True)
-        fd = os.open(os.path.join(self.state_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self.bonds = self._load().get("namespaces", {}).get(key, {})
-            yield self
-        finally:
-            os.close(fd)

@@ -5,11 +5,12 @@ steps, run them with rollback, record."""
 
 from __future__ import annotations
 
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.bond import changes, kernel, spec
 from ansible_collections.edgeft.failover.plugins.module_utils.bond.record import BondRecord
 from ansible_collections.edgeft.failover.plugins.module_utils.bond.spec import OptionError
 
-DEFAULT_STATE_DIR = "/var/lib/edgeft"
+DEFAULT_STATE_DIR = constants.STATE_DIR
 
 
 def bond(params, check_mode=False):

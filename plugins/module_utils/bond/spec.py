@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+
 MODES = ("balance-rr", "active-backup", "balance-xor", "broadcast", "802.3ad", "balance-tlb", "balance-alb")
 # The kernel refuses these options in other modes (bond_options.c, unsuppmodes).
 ARP_MONITOR_MODES = ("balance-rr", "active-backup", "balance-xor", "broadcast")
@@ -38,7 +40,7 @@ OPTION_NAMES = ("mode", "miimon", "arp_interval", "arp_ip_target", "arp_validate
                 "primary", "updelay", "downdelay", "xmit_hash_policy")
 
 
-class OptionError(ValueError):
+class OptionError(EdgeftError, ValueError):
     """Bad input; the message starts with the option it is about (primary: ...)."""
 
 

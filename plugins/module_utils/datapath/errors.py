@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
-class DatapathError(Exception):
+
+class DatapathError(EdgeftError):
     """Base class: anything the data path core cannot do, with a fix in the text."""
 
 

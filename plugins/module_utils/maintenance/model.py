@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+
 SWITCH_GROUP = "switches"
 FABRIC_GROUP = "fabric"
 HOST_VARS = ("edgeft_planes", "edgeft_pin_root", "edgeft_state_dir")
 SWITCH_VARS = ("edgeft_switch_plane", "edgeft_switch_role", "edgeft_switch_hosts_group")
 
 
-class MaintenanceError(ValueError):
+class MaintenanceError(EdgeftError, ValueError):
     """A request the inventory cannot satisfy; the text names the variable and the fix."""
 
 

@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.host import HostError
 
 INVERSE_OP = {"addr_add": "addr_del", "addr_del": "addr_add", "route_add": "route_del", "route_del": "route_add",
               "rule_add": "rule_del", "rule_del": "rule_add"}
 
 
-class ApplyError(RuntimeError):
+class ApplyError(EdgeftError, RuntimeError):
     """A step failed after validation; what was done has been undone unless rolled_back is False."""
 
     def __init__(self, msg, rolled_back=True):

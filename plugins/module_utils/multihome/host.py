@@ -30,6 +30,7 @@ except ImportError as exc:  # reported by the module with the package to install
         pass
 
 from ansible_collections.edgeft.failover.plugins.module_utils import procsys
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import PROTO, sysctl_path
 
 AF = {4: socket.AF_INET, 6: socket.AF_INET6}
@@ -51,7 +52,7 @@ def default_metric(family) -> int:
     return IPV6_DEFAULT_METRIC if family == 6 else 0
 
 
-class HostError(RuntimeError):
+class HostError(EdgeftError, RuntimeError):
     """A kernel call failed; the message says which and why."""
 
 

@@ -17,13 +17,12 @@ states back. One file per state_dir (the lab gives every host its own).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 
-from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, constants, jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import OptionError
 
-DEFAULT_STATE_DIR = "/var/lib/edgeft"
+DEFAULT_STATE_DIR = constants.STATE_DIR
 STATE_FILE = "multihome.json"
 LOCK_FILE = "multihome.lock"
 VERSION = 1
@@ -78,10 +77,5 @@ class Record:
     @contextlib.contextmanager
     def locked(self):
         """Serialise runs that write the record (hosts sharing state_dir too)."""
-        os.makedirs(self.state_dir, exist_ok=True)
-        fd = os.open(os.path.join(self.state_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with atomicfile.locked(self.state_dir, LOCK_FILE):
             yield self
-        finally:
-            os.close(fd)

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import ipaddress
 
-PROTO = 237  # rtnetlink protocol of every rule and route edgeft adds (the agent uses it too)
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+
+PROTO = constants.ROUTE_PROTO
 DEFAULT_TABLE_BASE = 60901
 DEFAULT_PRIORITY_BASE = 32700
 # Kept clear of: the kernel's reserved tables, the agent's backup/held tables
 # and its rules (docs/agent.md), and the main/default rules.
-RESERVED_TABLES = {0: "unspec", 253: "default", 254: "main", 255: "local", 60919: "the agent's backup routes",
-                   60920: "the agent's held routes"}
+RESERVED_TABLES = {0: "unspec", 253: "default", 254: "main", 255: "local", constants.BACKUP_TABLE: "the agent's backup routes",
+                   constants.HELD_TABLE: "the agent's held routes"}
 # The agent's rules (held table, main without default, backup table) sit at 32689-32691: the held
 # table must be consulted before the source rules, or a plane's traffic returns to it before its
 # failback. Source rules therefore live between them and the main table's rule at 32766.
@@ -41,7 +44,7 @@ FAMILIES = (("ipv4", 4, "gateway4"), ("ipv6", 6, "gateway6"))
 FAILOVER_KEYS = (("ipv4", 4, "failover4"), ("ipv6", 6, "failover6"))
 
 
-class OptionError(ValueError):
+class OptionError(EdgeftError, ValueError):
     """Bad input; the message starts with the option path (planes[1].ipv4: ...)."""
 
 

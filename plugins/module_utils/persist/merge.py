@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import copy
 
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
-class MergeError(ValueError):
+
+class MergeError(EdgeftError, ValueError):
     """Two plans disagree; the message names the interface and the key."""
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+
 KINDS = ("ethernet", "bond", "bond-port")
 BOND_MODES = ("balance-rr", "active-backup", "balance-xor", "broadcast", "802.3ad", "balance-tlb", "balance-alb")
 ARP_VALIDATE = ("none", "active", "backup", "all", "filter", "filter_active", "filter_backup")
@@ -38,7 +40,7 @@ BOND_KEYS = ("mode", "miimon", "arp_interval", "arp_ip_target", "arp_validate", 
              "updelay", "downdelay", "xmit_hash_policy")
 
 
-class PlanError(ValueError):
+class PlanError(EdgeftError, ValueError):
     """The plan is invalid; the message starts with the plan path at fault."""
 
 

@@ -14,8 +14,8 @@ import contextlib
 import fnmatch
 import os
 import posixpath
-import tempfile
 
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile
 from ansible_collections.edgeft.failover.plugins.module_utils.persist import files as locations
 from ansible_collections.edgeft.failover.plugins.module_utils.persist.plan import PlanError
 
@@ -98,23 +98,6 @@ def diff(plan):
     return out
 
 
-def _replace(path, data, mode):
-    directory, name = os.path.split(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + name + ".")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            os.fchown(handle.fileno(), 0, 0)
-            os.fchmod(handle.fileno(), mode)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def apply(root, plan):
     """Carry out a changes() result. On an OSError the files already changed get their old
     contents back and the created directories go, then the error is raised."""
@@ -125,7 +108,7 @@ def apply(root, plan):
                 undo.append((created, None))
         for write in plan["write"]:
             undo.append((write["path"], _current(write["path"])))
-            _replace(write["path"], write["data"], write["mode"])
+            atomicfile.replace(write["path"], write["data"], write["mode"], root_owned=True)
         for path in plan["remove"]:
             undo.append((path, _current(path)))
             with contextlib.suppress(FileNotFoundError):
@@ -155,4 +138,4 @@ def _restore(path, before):
         else:
             os.unlink(path)
     else:
-        _replace(path, before[0], before[1])
+        atomicfile.replace(path, before[0], before[1], root_owned=True)

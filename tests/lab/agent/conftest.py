@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 from deployed import SHARED, report_rebuild
 from edgeft_lab import Lab
-from edgeft_lab.agents import HELD_TABLE, Agents, run_playbook  # shared with the benchmarks
+from edgeft_lab.agents import Agents, run_playbook  # shared with the benchmarks
+
+from ansible_collections.edgeft.failover.plugins.module_utils.constants import HELD_TABLE
 
 HERE = Path(__file__).resolve().parent
 

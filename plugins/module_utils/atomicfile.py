@@ -1,0 +1,50 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Files replaced whole, and a directory lock: the two ways edgeft writes what it keeps on a
+host (its records in state_dir, its persisted network configuration)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+
+
+def replace(path, data, mode=None, root_owned=False):
+    """Replace the file at path with `data` (bytes): written to a temporary file beside it,
+    flushed to disk, then renamed over it, so a crash leaves the old or the new file, never
+    part of one. `mode` and root ownership are set before the rename."""
+    directory, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + name + ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if root_owned:
+                os.fchown(handle.fileno(), 0, 0)
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def locked(directory, lock_file, create=True):
+    """Hold an exclusive lock on directory/lock_file for the block (runs of one host, and
+    hosts sharing the directory, wait for each other). Yields whether the lock is held: with
+    create=False (check mode) a missing directory is not created and nothing is locked."""
+    if not create and not os.path.isdir(directory):
+        yield False
+        return
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(os.path.join(directory, lock_file), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
+    finally:
+        os.close(fd)

@@ -1,0 +1,39 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""How every edgeft module ends: one place that turns a core's result or error into Ansible's.
+
+Takes the AnsibleModule as it is and imports nothing of Ansible's, so the cores and their tests
+stay free of it.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+
+
+def require_pyroute2(module, has_pyroute2, import_error):
+    """Fail naming the package when pyroute2 cannot be imported on the target."""
+    if not has_pyroute2:
+        from ansible.module_utils.basic import missing_required_lib
+        module.fail_json(msg=missing_required_lib('pyroute2 (Debian: python3-pyroute2)'), exception=str(import_error))
+
+
+def finish(module, run, diff_headers=None):
+    """Run `run()`, which returns (result, warnings), and exit the module with it.
+
+    An EdgeftError or OSError fails the task with its message and the error's partial result;
+    every warning goes to module.warn; the result's `diff` is returned only in diff mode, with
+    `diff_headers` (before, after) when given.
+    """
+    try:
+        result, warnings = run()
+    except (EdgeftError, OSError) as exc:
+        module.fail_json(msg=str(exc), **getattr(exc, 'result', {}))
+    for warning in warnings:
+        module.warn(warning)
+    diff = result.pop('diff', None)
+    if module._diff and diff is not None:
+        if diff_headers:
+            diff = dict(before=diff['before'], after=diff['after'], before_header=diff_headers[0], after_header=diff_headers[1])
+        result['diff'] = diff
+    module.exit_json(**result)
