@@ -238,6 +238,7 @@ plan:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.run import backup_routes
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish

@@ -206,6 +206,7 @@ plan:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.bond.run import bond
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish

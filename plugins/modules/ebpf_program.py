@@ -311,6 +311,7 @@ unpinned:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.edgeft.failover.plugins.module_utils import program, tc
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
 

@@ -260,6 +260,7 @@ links_changed:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome import run as core

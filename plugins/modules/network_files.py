@@ -93,6 +93,7 @@ directories:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.edgeft.failover.plugins.module_utils.persist import write
 from ansible_collections.edgeft.failover.plugins.module_utils.persist.plan import PlanError
 

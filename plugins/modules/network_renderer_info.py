@@ -133,6 +133,7 @@ plan:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.edgeft.failover.plugins.module_utils.persist import detect, files
 from ansible_collections.edgeft.failover.plugins.module_utils.persist.gaps import gaps_for
 from ansible_collections.edgeft.failover.plugins.module_utils.persist.plan import PlanError, normalize_plan

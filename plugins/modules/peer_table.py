@@ -256,6 +256,7 @@ failover_addresses:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.edgeft.failover.plugins.module_utils import peers as core
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
 

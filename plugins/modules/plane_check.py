@@ -190,6 +190,7 @@ checked:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils import plane_check as core
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2

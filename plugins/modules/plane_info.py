@@ -113,6 +113,7 @@ problems:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.edgeft.failover.plugins.module_utils import links
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import require_pyroute2
 
