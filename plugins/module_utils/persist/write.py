@@ -76,7 +76,7 @@ def changes(root, prefix, wanted):
             plan["directories"].append(directory)
         full = os.path.join(root, path)
         if os.path.isdir(full) and not os.path.islink(full):
-            raise PlanError("files[%d].path: %s is a directory on the host: remove it, or choose another file_prefix"
+            raise PlanError("files[%d].path: %s is a directory on the host: remove it, or choose another prefix"
                             % (index, full))
         current = _current(full)
         if current != (data, mode, True):
