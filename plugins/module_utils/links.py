@@ -11,14 +11,7 @@ import ipaddress
 
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
-try:
-    from pyroute2 import IPRoute
-    HAS_PYROUTE2 = True
-    PYROUTE2_IMPORT_ERROR = None
-except ImportError as exc:  # the module reports this with the package to install
-    IPRoute = None
-    HAS_PYROUTE2 = False
-    PYROUTE2_IMPORT_ERROR = exc
+from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 
 
 class PlaneSpecError(EdgeftError, ValueError):
@@ -113,10 +106,8 @@ def plane_report(planes):
     report: per plane the interface state and its addresses.
     problems: human-readable mismatches between declaration and host.
     """
-    if not HAS_PYROUTE2:
-        raise RuntimeError('pyroute2 is required on the target: install python3-pyroute2')
     report, problems = [], []
-    with IPRoute() as ipr:
+    with netlink.open_ipr(RuntimeError) as ipr:
         for plane in planes:
             entry = {'name': plane['name'], 'interface': plane['interface'], 'present': False,
                      'addresses': [], 'missing_addresses': []}

@@ -8,14 +8,15 @@ stay free of it.
 
 from __future__ import annotations
 
+from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
 
-def require_pyroute2(module, has_pyroute2, import_error):
+def require_pyroute2(module):
     """Fail naming the package when pyroute2 cannot be imported on the target."""
-    if not has_pyroute2:
+    if not netlink.HAS_PYROUTE2:
         from ansible.module_utils.basic import missing_required_lib
-        module.fail_json(msg=missing_required_lib('pyroute2 (Debian: python3-pyroute2)'), exception=str(import_error))
+        module.fail_json(msg=missing_required_lib('pyroute2 (Debian: python3-pyroute2)'), exception=str(netlink.PYROUTE2_IMPORT_ERROR))
 
 
 def finish(module, run, diff_headers=None):

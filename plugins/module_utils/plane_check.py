@@ -24,20 +24,7 @@ import select
 import socket
 import time
 
-try:
-    from pyroute2 import IPRoute
-    from pyroute2.netlink.exceptions import NetlinkError
-    HAS_PYROUTE2 = True
-    PYROUTE2_IMPORT_ERROR = None
-except ImportError as exc:  # the module reports this with the package to install
-    IPRoute = None
-    HAS_PYROUTE2 = False
-    PYROUTE2_IMPORT_ERROR = exc
-
-    class NetlinkError(Exception):  # so `except NetlinkError` stays valid without pyroute2
-        pass
-
-from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils import constants, netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.planes import (
@@ -173,12 +160,11 @@ def nic_addresses(ifindex) -> dict:
     """{4: [ip_interface], 6: [...]}: the NIC's global addresses usable as a source, the
     widest prefix first: a routed plane's failover address (IPv4 /32, IPv6 /128 and
     deprecated) stands for another plane's address and is never a plane's own source."""
-    if not HAS_PYROUTE2:
-        raise CheckError("pyroute2 is required on the target (%s): install python3-pyroute2" % PYROUTE2_IMPORT_ERROR)
+    netlink.require(CheckError)
     try:
-        with IPRoute() as ipr:
+        with netlink.IPRoute() as ipr:
             msgs = list(ipr.get_addr(index=ifindex))
-    except (NetlinkError, OSError) as e:
+    except (netlink.NetlinkError, OSError) as e:
         raise CheckError("plane: cannot read the addresses of ifindex %d: %s" % (ifindex, e)) from None
     out = {4: [], 6: []}
     for msg in msgs:

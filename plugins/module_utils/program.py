@@ -25,7 +25,7 @@ import re
 import sys
 import tempfile
 
-from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, constants, jsonrecord, tc
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, constants, jsonrecord, netlink, tc
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys, build, layout, layout_check
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import check_map
@@ -203,8 +203,7 @@ def validate(params):
     """Check every option and the host; return a Request. Changes nothing."""
     if os.geteuid() != 0:
         raise ProgramError('this module must run as root (tc and bpf(2) need CAP_NET_ADMIN and CAP_BPF): use become: true')
-    if not tc.HAS_PYROUTE2:
-        raise ProgramError('pyroute2 is missing on the target (%s): install python3-pyroute2' % tc.PYROUTE2_IMPORT_ERROR)
+    netlink.require(ProgramError)
     state = params.get('state') or 'present'
     if state not in ('present', 'absent'):
         raise ProgramError('state: must be present or absent, not %r' % state)
@@ -402,10 +401,7 @@ def _validate_layout(req):
 
 def _here():
     """(network namespace inode, boot id): where a clsact record is valid."""
-    try:
-        ino = os.stat('/proc/thread-self/ns/net').st_ino
-    except OSError:
-        ino = os.stat('/proc/self/ns/net').st_ino
+    ino = netlink.netns_inode()[1]
     try:
         with open('/proc/sys/kernel/random/boot_id') as f:
             boot = f.read().strip()

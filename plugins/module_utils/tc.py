@@ -15,21 +15,9 @@ import socket
 import struct
 from collections import namedtuple
 
+from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
-
-try:
-    from pyroute2 import IPRoute
-    from pyroute2.netlink.exceptions import NetlinkError
-    HAS_PYROUTE2 = True
-    PYROUTE2_IMPORT_ERROR = None
-except ImportError as exc:  # callers report this with the package to install
-    IPRoute = None
-    HAS_PYROUTE2 = False
-    PYROUTE2_IMPORT_ERROR = exc
-
-    class NetlinkError(Exception):  # so `except NetlinkError` stays valid without pyroute2
-        code = 0
 
 TC_H_CLSACT = 0xFFFFFFF1  # == TC_H_INGRESS: clsact and ingress qdiscs sit at the same parent
 CLSACT_HANDLE = 0xFFFF0000
@@ -62,15 +50,13 @@ def parent_name(parent):
 
 def open_ipr():
     """IPRoute bound to the caller's current network namespace."""
-    if not HAS_PYROUTE2:
-        raise TcError('pyroute2 is missing (%s): install python3-pyroute2' % PYROUTE2_IMPORT_ERROR)
-    return IPRoute()
+    return netlink.open_ipr(TcError)
 
 
 def _netlink(what, func, *args, **kwargs):
     try:
         return func(*args, **kwargs)
-    except NetlinkError as e:
+    except netlink.NetlinkError as e:
         code = getattr(e, 'code', 0) or 0
         raise TcError('%s: %s' % (what, os.strerror(code) if code else e), code) from None
 

@@ -312,7 +312,7 @@ unpinned:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.edgeft.failover.plugins.module_utils import program, tc
+from ansible_collections.edgeft.failover.plugins.module_utils import program
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
 
 
@@ -322,7 +322,7 @@ def main():
         required_if=[('state', 'present', ['src'])],
         supports_check_mode=True,
     )
-    require_pyroute2(module, tc.HAS_PYROUTE2, tc.PYROUTE2_IMPORT_ERROR)
+    require_pyroute2(module)
 
     def run():
         result = program.run(module.params, check_mode=module.check_mode)

@@ -264,7 +264,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome import run as core
-from ansible_collections.edgeft.failover.plugins.module_utils.multihome.host import HAS_PYROUTE2, PYROUTE2_IMPORT_ERROR
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import DEFAULT_PRIORITY_BASE, DEFAULT_TABLE_BASE
 
 
@@ -293,7 +292,7 @@ def main():
         required_if=[('state', 'present', ('planes',))],
         supports_check_mode=True,
     )
-    require_pyroute2(module, HAS_PYROUTE2, PYROUTE2_IMPORT_ERROR)
+    require_pyroute2(module)
     finish(module, lambda: core.multihome(module.params, module.check_mode),
            diff_headers=('plane NICs (host)', 'plane NICs (declared)'))
 

@@ -215,7 +215,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    require_pyroute2(module, core.HAS_PYROUTE2, core.PYROUTE2_IMPORT_ERROR)
+    require_pyroute2(module)
     finish(module, lambda: core.plane_check(module.params))
 
 

@@ -132,7 +132,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    require_pyroute2(module, links.HAS_PYROUTE2, links.PYROUTE2_IMPORT_ERROR)
+    require_pyroute2(module)
     try:
         planes = links.normalize_planes(module.params['planes'])
     except links.PlaneSpecError as exc:

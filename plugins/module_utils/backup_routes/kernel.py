@@ -11,20 +11,10 @@ was, for rollback).
 from __future__ import annotations
 
 import errno
-import os
 import socket
 
-from ansible_collections.edgeft.failover.plugins.module_utils import constants, procsys
+from ansible_collections.edgeft.failover.plugins.module_utils import constants, netlink, procsys
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
-
-try:
-    from pyroute2 import IPRoute
-    from pyroute2.netlink.exceptions import NetlinkError
-    PYROUTE2_IMPORT_ERROR = None
-except ImportError as exc:  # the module reports it with the package to install
-    IPRoute = None
-    NetlinkError = OSError
-    PYROUTE2_IMPORT_ERROR = exc
 
 PROTO = constants.ROUTE_PROTO
 RT_TABLE_MAIN = 254
@@ -45,21 +35,12 @@ class KernelError(EdgeftError, RuntimeError):
     """A netlink or /proc/sys operation failed; the message says which."""
 
 
-def require_pyroute2():
-    if PYROUTE2_IMPORT_ERROR is not None:
-        raise KernelError("pyroute2 is required on the target: install python3-pyroute2 (%s)" % PYROUTE2_IMPORT_ERROR)
+NetlinkError = netlink.NetlinkError
+netns_id = netlink.netns_id
 
 
 def open_ipr():
-    require_pyroute2()
-    return IPRoute()
-
-
-def netns_id() -> str:
-    """Identifies the caller's network namespace (several may share a state_dir)."""
-    path = "/proc/thread-self/ns/net"  # this thread's: a caller may have entered a namespace with setns
-    st = os.stat(path if os.path.exists(path) else "/proc/self/ns/net")
-    return "%d:%d" % (st.st_dev, st.st_ino)
+    return netlink.open_ipr(KernelError)
 
 
 # ------------------------------------------------------------------ links

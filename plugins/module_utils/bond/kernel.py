@@ -10,17 +10,9 @@ import errno
 import ipaddress
 import os
 
+from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.bond import changes, mapping
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
-
-try:
-    from pyroute2 import IPRoute
-    from pyroute2.netlink.exceptions import NetlinkError
-    PYROUTE2_IMPORT_ERROR = None
-except ImportError as exc:  # the module reports it with the package to install
-    IPRoute = None
-    NetlinkError = OSError
-    PYROUTE2_IMPORT_ERROR = exc
 
 NO_DRIVER = ("bond: this kernel has no bonding driver (CONFIG_BONDING); load the module `bonding` or use a kernel "
              "that has it")
@@ -38,20 +30,12 @@ class DriverMissing(KernelError):
         super().__init__(NO_DRIVER)
 
 
-def require_pyroute2():
-    if PYROUTE2_IMPORT_ERROR is not None:
-        raise KernelError("pyroute2 is required on the target: install python3-pyroute2 (%s)" % PYROUTE2_IMPORT_ERROR)
+NetlinkError = netlink.NetlinkError
+netns_id = netlink.netns_id
 
 
 def open_ipr():
-    require_pyroute2()
-    return IPRoute()
-
-
-def netns_id() -> str:
-    path = "/proc/thread-self/ns/net"  # this thread's: a caller may have entered a namespace with setns
-    st = os.stat(path if os.path.exists(path) else "/proc/self/ns/net")
-    return "%d:%d" % (st.st_dev, st.st_ino)
+    return netlink.open_ipr(KernelError)
 
 
 def driver_status(sys_root="/sys", modules_root="/lib/modules", proc_root="/proc", release=None) -> str:

@@ -16,20 +16,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 
-try:
-    from pyroute2 import IPRoute
-    from pyroute2.netlink.exceptions import NetlinkError
-    HAS_PYROUTE2 = True
-    PYROUTE2_IMPORT_ERROR = None
-except ImportError as exc:  # reported by the module with the package to install
-    IPRoute = None
-    HAS_PYROUTE2 = False
-    PYROUTE2_IMPORT_ERROR = exc
-
-    class NetlinkError(Exception):  # so `except NetlinkError` stays valid without pyroute2
-        pass
-
 from ansible_collections.edgeft.failover.plugins.module_utils import procsys
+from ansible_collections.edgeft.failover.plugins.module_utils.netlink import NetlinkError, open_ipr
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import PROTO, sysctl_path
 
@@ -92,9 +80,7 @@ class Host:
     """An rtnetlink socket in the current network namespace, with the reads and writes multihome needs."""
 
     def __init__(self):
-        if not HAS_PYROUTE2:
-            raise HostError("pyroute2 is missing on the target (%s): install python3-pyroute2" % PYROUTE2_IMPORT_ERROR)
-        self.ipr = IPRoute()
+        self.ipr = open_ipr(HostError)
         self._names = {}
 
     def close(self):

@@ -9,7 +9,8 @@ import os
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome import changes as diff
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome import spec
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.apply import ApplyError, apply_steps
-from ansible_collections.edgeft.failover.plugins.module_utils.multihome.host import HAS_PYROUTE2, PYROUTE2_IMPORT_ERROR, Host
+from ansible_collections.edgeft.failover.plugins.module_utils import netlink
+from ansible_collections.edgeft.failover.plugins.module_utils.multihome.host import Host
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.record import DEFAULT_STATE_DIR, Record
 
 
@@ -18,8 +19,7 @@ def check_target():
     if os.geteuid() != 0:
         raise spec.OptionError("this module must run as root (addresses, routes, rules and sysctls need CAP_NET_ADMIN): "
                                "use become: true")
-    if not HAS_PYROUTE2:
-        raise spec.OptionError("pyroute2 is missing on the target (%s): install python3-pyroute2" % PYROUTE2_IMPORT_ERROR)
+    netlink.require(spec.OptionError)
 
 
 def declared(params, links):

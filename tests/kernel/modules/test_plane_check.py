@@ -19,6 +19,7 @@ import pytest
 
 import hostlab as L
 
+from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 from ansible_collections.edgeft.failover.plugins.module_utils import plane_check as core
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
@@ -32,7 +33,7 @@ def _problem():
         import bcc  # noqa: F401
     except ImportError:
         return "bcc missing: install python3-bpfcc"
-    if not core.HAS_PYROUTE2:
+    if not netlink.HAS_PYROUTE2:
         return "pyroute2 missing"
     return None
 

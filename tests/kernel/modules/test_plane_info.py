@@ -11,10 +11,10 @@ import pytest
 
 import nshost
 
-from ansible_collections.edgeft.failover.plugins.module_utils import links
+from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 from ansible_collections.edgeft.failover.plugins.modules import plane_info
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not links.HAS_PYROUTE2, reason="needs root and pyroute2")
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not netlink.HAS_PYROUTE2, reason="needs root and pyroute2")
 
 PLANES = [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/24", "ipv6": "fd0e:d6ef:7a00:1::b/64"},
           {"name": "b", "interface": "fab1", "ipv4": "198.18.2.11/24"}]
