@@ -90,12 +90,10 @@ directories:
   elements: str
 '''
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
 from ansible_collections.edgeft.failover.plugins.module_utils.persist import write
-from ansible_collections.edgeft.failover.plugins.module_utils.persist.plan import PlanError
 
 
 def main():
@@ -111,24 +109,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    root = module.params['root']
-    if not os.path.isabs(root) or not os.path.isdir(root):
-        module.fail_json(msg="root: %r is not an existing absolute directory" % root)
-    try:
-        plan = write.changes(root, module.params['prefix'], module.params['files'])
-    except PlanError as exc:
-        module.fail_json(msg=str(exc))
-    result = dict(changed=bool(plan['write'] or plan['remove']),
-                  files=[os.path.join(root, f['path']) for f in module.params['files']],
-                  written=[w['path'] for w in plan['write']], removed=plan['remove'], directories=plan['directories'])
-    if module._diff:
-        result['diff'] = write.diff(plan)
-    if result['changed'] and not module.check_mode:
-        try:
-            write.apply(root, plan)
-        except OSError as exc:
-            module.fail_json(msg="cannot write the files under %s: %s (run as root)" % (root, exc), **result)
-    module.exit_json(**result)
+    finish(module, lambda: write.run(module.params, module.check_mode))
 
 
 if __name__ == '__main__':

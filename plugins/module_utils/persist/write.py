@@ -16,6 +16,7 @@ import os
 import posixpath
 
 from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.persist import files as locations
 from ansible_collections.edgeft.failover.plugins.module_utils.persist.plan import PlanError
 
@@ -139,3 +140,22 @@ def _restore(path, before):
             os.unlink(path)
     else:
         atomicfile.replace(path, before[0], before[1], root_owned=True)
+
+
+def run(params, check_mode):
+    """The network_files module: (result, warnings), with the diff; EdgeftError names the option."""
+    root = params["root"]
+    if not os.path.isabs(root) or not os.path.isdir(root):
+        raise PlanError("root: %r is not an existing absolute directory" % root)
+    plan = changes(root, params["prefix"], params["files"])
+    result = dict(changed=bool(plan["write"] or plan["remove"]),
+                  files=[os.path.join(root, f["path"]) for f in params["files"]],
+                  written=[w["path"] for w in plan["write"]], removed=plan["remove"], directories=plan["directories"],
+                  diff=diff(plan))
+    if result["changed"] and not check_mode:
+        try:
+            apply(root, plan)
+        except OSError as exc:
+            result.pop("diff")
+            raise EdgeftError("cannot write the files under %s: %s (run as root)" % (root, exc), result=result) from None
+    return result, []
