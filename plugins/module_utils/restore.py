@@ -17,9 +17,12 @@ import argparse
 import json
 import sys
 
-from ansible_collections.edgeft.failover.plugins.module_utils import peers, program
+from ansible_collections.edgeft.failover.plugins.module_utils import peers
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+from ansible_collections.edgeft.failover.plugins.module_utils.program.run import run as run_program
+from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ARGUMENT_SPEC as PROGRAM_SPEC
+from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ProgramError
 
 DEFAULT_CONFIG = "/etc/edgeft/datapath.json"
 PROG = "edgeft-agent restore-datapath"
@@ -70,8 +73,8 @@ def restore(cfg: dict, check_mode: bool = False) -> dict:
     """Attach the programs, then set the peer table; {step: changed}."""
     out = {}
     try:
-        result = program.run(with_defaults(program.ARGUMENT_SPEC, cfg["ebpf_program"]), check_mode=check_mode)
-    except program.ProgramError as e:
+        result = run_program(with_defaults(PROGRAM_SPEC, cfg["ebpf_program"]), check_mode=check_mode)
+    except ProgramError as e:
         raise RestoreError("ebpf_program: %s" % e) from None
     out["ebpf_program"] = result["changed"]
     if check_mode and result["changed"]:

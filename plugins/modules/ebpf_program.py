@@ -312,20 +312,21 @@ unpinned:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.edgeft.failover.plugins.module_utils import program
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
+from ansible_collections.edgeft.failover.plugins.module_utils.program.run import run as run_program
+from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ARGUMENT_SPEC
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=program.ARGUMENT_SPEC,
+        argument_spec=ARGUMENT_SPEC,
         required_if=[('state', 'present', ['src'])],
         supports_check_mode=True,
     )
     require_pyroute2(module)
 
     def run():
-        result = program.run(module.params, check_mode=module.check_mode)
+        result = run_program(module.params, check_mode=module.check_mode)
         return result, result.pop('warnings')
 
     finish(module, run)

@@ -18,9 +18,10 @@ import pytest
 import nshost
 from ebpf_program_env import PLANES, Lab, UdpStreams, attach_params, environment_problem, inside, run_module
 
-from ansible_collections.edgeft.failover.plugins.module_utils import program, tc
+from ansible_collections.edgeft.failover.plugins.module_utils import tc
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
+from ansible_collections.edgeft.failover.plugins.module_utils.program import load, record
 
 _PROBLEM = environment_problem()
 pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or '')
@@ -53,7 +54,7 @@ def no_compile(monkeypatch):
     """Fail the test if the module compiles anything."""
     def refuse(*args, **kwargs):
         raise AssertionError('the module compiled although nothing had to change')
-    monkeypatch.setattr(program, '_compile', refuse)
+    monkeypatch.setattr(load, 'load_programs', refuse)
 
 
 def ok(result):
@@ -132,7 +133,7 @@ def test_first_attach_creates_clsact_and_filters(lab, params):
                   ('edgeft_ctrs_v1', 'edgeft_fo_v1', 'edgeft_peers_v1', 'edgeft_plane_v1', 'edgeft_seen_v1', 'edgeft_sent_v1',
                    'edgeft_state_v1', 'edgeft_xctr_v1', 'edgeft_xlat_v1'))
     assert res['pin_paths'] == pins
-    with open(os.path.join(params['state_dir'], program.STATE_FILE)) as f:
+    with open(os.path.join(params['state_dir'], record.STATE_FILE)) as f:
         state = json.load(f)
     assert sorted(r['interface'] for r in state['clsact']) == ['p0', 'p1']
     assert 'diff' in res and set(res['diff']['after']['programs']) == {
@@ -141,7 +142,7 @@ def test_first_attach_creates_clsact_and_filters(lab, params):
 
 def test_second_run_is_unchanged_and_reloads_nothing(lab, params, monkeypatch):
     first = ok(run_module(lab, params))
-    monkeypatch.setattr(program, '_compile', lambda *a, **k: pytest.fail('compiled on an unchanged run'))
+    monkeypatch.setattr(load, 'load_programs', lambda *a, **k: pytest.fail('compiled on an unchanged run'))
     second = ok(run_module(lab, params))
     assert second['changed'] is False
     assert ids(second) == ids(first)
@@ -228,7 +229,7 @@ def test_check_mode_changes_nothing(lab, params, no_compile):
 def test_check_mode_reports_a_replace_and_absent_without_doing_it(lab, params, monkeypatch):
     first = ok(run_module(lab, params))
     before = kernel(lab)
-    monkeypatch.setattr(program, '_compile', lambda *a, **k: pytest.fail('compiled in check mode'))
+    monkeypatch.setattr(load, 'load_programs', lambda *a, **k: pytest.fail('compiled in check mode'))
     res = ok(run_module(lab, dict(params, defines={'EDGEFT_SEEN_RES_NS': 300000}), check_mode=True))
     assert res['changed'] is True and len(res['replaced']) == 4
     assert all(p['prog_id'] is None for p in res['programs'])
@@ -292,7 +293,7 @@ def test_failed_first_attach_leaves_nothing_behind(lab, params, monkeypatch):
     assert 'attach[2] (p1 egress): attach the filter: injected failure' in msg and 'Rolled back' in msg
     nothing_attached(lab, params['pin_root'])
     assert not os.path.exists(params['pin_root'])  # created by the run, removed by the rollback
-    with open(os.path.join(params['state_dir'], program.STATE_FILE)) as f:
+    with open(os.path.join(params['state_dir'], record.STATE_FILE)) as f:
         assert json.load(f)['clsact'] == []
 
 

@@ -6,15 +6,16 @@ import json
 
 import pytest
 
-from ansible_collections.edgeft.failover.plugins.module_utils import peers, program, restore
+from ansible_collections.edgeft.failover.plugins.module_utils import peers, restore
+from ansible_collections.edgeft.failover.plugins.module_utils.program import spec
 
 
 def test_defaults_come_from_the_modules_argument_specs():
-    params = restore.with_defaults(program.ARGUMENT_SPEC, {
+    params = restore.with_defaults(spec.ARGUMENT_SPEC, {
         "src": "/x/failover_tc.c", "pin_root": "/sys/fs/bpf/edgeft",
         "attach": [{"interface": "fab0", "direction": "egress", "plane": 0}]})
     assert params["state"] == "present" and params["include_dirs"] == [] and params["state_dir"] == "/var/lib/edgeft"
-    assert params["attach"][0]["priority"] == program.DEFAULT_PRIORITY and params["attach"][0]["handle"] == program.DEFAULT_HANDLE
+    assert params["attach"][0]["priority"] == spec.DEFAULT_PRIORITY and params["attach"][0]["handle"] == spec.DEFAULT_HANDLE
     table = restore.with_defaults(peers.ARGUMENT_SPEC, {
         "pin_root": "/p", "planes": [{"name": "a", "interface": "fab0"}],
         "peers": [{"name": "h2", "planes": [{"name": "a", "ipv4": "198.18.1.12"}]}]})
@@ -23,9 +24,9 @@ def test_defaults_come_from_the_modules_argument_specs():
 
 
 def test_defaults_are_not_shared_between_calls():
-    first = restore.with_defaults(program.ARGUMENT_SPEC, {"pin_root": "/p", "attach": []})
+    first = restore.with_defaults(spec.ARGUMENT_SPEC, {"pin_root": "/p", "attach": []})
     first["include_dirs"].append("/tmp")
-    assert restore.with_defaults(program.ARGUMENT_SPEC, {"pin_root": "/p", "attach": []})["include_dirs"] == []
+    assert restore.with_defaults(spec.ARGUMENT_SPEC, {"pin_root": "/p", "attach": []})["include_dirs"] == []
 
 
 @pytest.mark.parametrize("content,message", [

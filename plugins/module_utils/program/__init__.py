@@ -1,0 +1,36 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Logic of the ebpf_program module: validate, plan, apply, roll back.
+
+Compiles tc programs with bcc and attaches them as direct-action bpf filters
+on clsact qdiscs (tc.py). Kept free of Ansible imports so tests drive it
+directly; the module file only parses options and reports.
+
+Ownership and idempotence live in the kernel: every filter edgeft attaches
+is named ``edgeft:<function>:<digest>`` (TCA_BPF_NAME), where the digest
+covers everything that goes into the compiler. A run reads the names back,
+compiles only what differs and replaces those filters in place. The only
+thing the kernel cannot tell is who created a clsact qdisc: that is recorded
+in a small JSON file under state_dir.
+
+Split by job:
+
+- spec: the argument spec, the constants, ProgramError, the attach points
+  (Point), the compile units (Unit) and the Request; define and integer
+  checks, the headers a source includes, a unit's cflags and digest (pure:
+  reads the source files, never the kernel).
+- validate: every option checked against the host (root, pyroute2, bpffs,
+  interfaces, bcc and kernel headers, sizes of existing pins); builds the
+  Request. Changes nothing.
+- load: the one step that turns the units of the changing points into loaded
+  programs (today: compile with bcc): {point: program fd}.
+- kernel: reading the host: which filters are edgeft's (by name), what the
+  clsact qdiscs and filters hold (Observed), pinned maps and the maps a
+  program uses.
+- record: what the kernel cannot attribute (clsact qdiscs and pins edgeft
+  created), in <state_dir>/ebpf_program.json, written through jsonrecord.
+- changes: the Plan: what to attach, replace, remove, which clsact qdiscs to
+  add or delete and which pins to unpin.
+- run: the module end to end: validate, plan, apply present or absent with
+  rollback, report.
+"""
