@@ -173,7 +173,7 @@ struct edgeft_xlat_counters {
  * A CHECK must carry kind_swap CHECK_REPLY, so that exemption can never make
  * a drained plane emit a REPLY. The agent never sends or accepts CHECKs: its
  * judgement still sees a drained plane as dead.
- * The agent mirrors this in plugins/module_utils/agent/probe.py (a unit test
+ * The agent mirrors this in plugins/module_utils/datapath/probe.py (a unit test
  * compiles asserts of the mirror against this header).
  */
 #define EDGEFT_PROBE_PORT 7531

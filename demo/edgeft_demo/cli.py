@@ -19,7 +19,7 @@ from pathlib import Path
 
 from edgeft_lab import Lab, LabError
 from edgeft_lab.agents import Agents
-from edgeft_lab.plan import tor_name
+from edgeft_lab.names import tor_name
 
 from . import analysis, plot, report
 from .job import VENV_PYTHON, WORKLOADS, JobSpec

@@ -14,6 +14,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address, IPv6
 
 from . import addressing
 from .errors import LabError
+from .names import flat_switch_name, host_name, spine_name, tor_name
 from .topology import PlaneSpec, Topology
 
 IPInterface = IPv4Interface | IPv6Interface
@@ -179,28 +180,6 @@ def is_vm_cable(link: Link) -> bool:
 
 def netns_name(lab: str, node: str) -> str:
     return f"{lab}-{node}"
-
-
-def host_name(rack: int, host: int) -> str:
-    return f"r{rack}h{host}"
-
-
-def tor_name(rack: int, plane: str) -> str:
-    return f"tor-r{rack}-{plane}"
-
-
-def spine_name(plane: str) -> str:
-    return f"spine-{plane}"
-
-
-def flat_switch_name(plane: str) -> str:
-    return f"sw-{plane}"
-
-
-def switch_names(topology: Topology, plane: str) -> list[str]:
-    if topology.kind == "flat":
-        return [flat_switch_name(plane)]
-    return [tor_name(r, plane) for r in range(1, topology.racks + 1)] + [spine_name(plane)]
 
 
 def plan_fabric(topology: Topology) -> FabricPlan:

@@ -19,6 +19,7 @@ import yaml
 
 from . import addressing
 from .errors import TopologyError
+from .names import host_name, switch_names
 
 DEFAULT_LAB_NAME = "edgeft"
 TOPOLOGY_DIR = Path(__file__).resolve().parent.parent / "topologies"
@@ -277,8 +278,6 @@ def _failover_prefixes(
     source: str, docs: list[dict], planes: tuple[PlaneSpec, ...], routed: bool, hosts_per_rack: tuple[int, ...]
 ) -> tuple[PlaneSpec, ...]:
     """Set and check each plane's failover prefixes; only routed planes route failover addresses."""
-    from .plan import host_name  # plan depends on this module's model
-
     racks = len(hosts_per_rack)
     hosts = [host_name(rack, h) for rack, count in enumerate(hosts_per_rack, 1) for h in range(1, count + 1)]
     result = []
@@ -436,8 +435,6 @@ def _isl(source: str, value: Any, planes: tuple[PlaneSpec, ...]) -> bool | tuple
 
 def _check_generated_names(topology: Topology) -> None:
     """Switch names double as port names in their neighbours, so they must fit IFNAMSIZ too."""
-    from .plan import switch_names  # plan depends on this module's model
-
     for i, plane in enumerate(topology.planes):
         for name in switch_names(topology, plane.name):
             if len(name) > IFNAME_MAX:

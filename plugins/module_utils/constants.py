@@ -20,6 +20,8 @@ ROUTE_PROTO = 237
 TC_HANDLE = 0xEDF7
 BACKUP_TABLE = 0xEDF7
 HELD_TABLE = BACKUP_TABLE + 1
+# The backup-route rules sit at BACKUP_RULE_PRIORITY - 1 .. + 1 (fabric/routes.py).
+BACKUP_RULE_PRIORITY = 32690
 
 # Python 3.11's socket module lacks IPV6_TCLASS on some builds; 67 is Linux's value.
 IPV6_TCLASS = getattr(socket, "IPV6_TCLASS", 67)

@@ -18,18 +18,11 @@ from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import addresses, iproute, layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
-from ansible_collections.edgeft.failover.plugins.module_utils.planes import (
-    DEFAULT_STATE_DIR,
-    EmptyMaps,
-    HostRecord,
-    OptionError,
-    addresses_view,
-    configure_writes,
-    flags_view,
-    normalize_planes,
-    open_maps,
-    peer_addresses,
-)
+from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError, normalize_planes, on_host
+from ansible_collections.edgeft.failover.plugins.module_utils.host.records import PeerTableRecord
+from ansible_collections.edgeft.failover.plugins.module_utils.planes.maps import EmptyMaps, open_maps
+from ansible_collections.edgeft.failover.plugins.module_utils.planes.report import addresses_view, peer_addresses
+from ansible_collections.edgeft.failover.plugins.module_utils.planes.slots import configure_writes, flags_view
 from ansible_collections.edgeft.failover.plugins.module_utils.routed import desired_failovers, plan_failovers
 
 FAMILIES = (("ipv4", 4), ("ipv6", 6))
@@ -422,8 +415,8 @@ def peer_table(params, check_mode=False):
 
     Raises OptionError (bad input, named) or PeerTableApplyError.
     """
-    links = iproute.links()
-    planes = normalize_planes(params.get("planes"), links)
+    planes = normalize_planes(params.get("planes"), prefix_required=False)  # the declaration first, then the host
+    on_host(planes, iproute.links())
     desired = normalize_peers(params.get("peers"), planes)
     failovers = desired_failovers(params.get("planes"), planes, params.get("peers"), desired, host_address)
     pin_root = params.get("pin_root")
@@ -434,7 +427,7 @@ def peer_table(params, check_mode=False):
         if isinstance(maps, EmptyMaps):
             warnings.append("pin_root: no edgeft maps are pinned under %s yet; reporting against empty maps of the "
                             "default size (a real run needs the programs attached first)" % pin_root)
-        record = HostRecord(params.get("state_dir") or DEFAULT_STATE_DIR, pin_root)
+        record = PeerTableRecord(params.get("state_dir") or constants.STATE_DIR, pin_root)
         with record.locked(create=not check_mode):
             current_neigh = iproute.neighbours()
             plan = plan_table(maps, record, planes, desired, params.get("neighbors", True), params.get("max_peers"),

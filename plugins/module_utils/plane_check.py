@@ -3,7 +3,7 @@
 """Check one plane end to end: check probes from this host's NIC of the plane
 to peers' addresses on it, answered by the peers' data path (module plane_check).
 
-A check is a probe of kind CHECK (bpf/edgeft_maps.h, agent/probe.py): the
+A check is a probe of kind CHECK (bpf/edgeft_maps.h, datapath/probe.py): the
 peer's tc ingress program reflects it in the kernel like the agent's requests,
 but also while the peer has the plane DRAINED, so an operator can prove a plane
 through a switch under maintenance before moving traffic back onto it. Egress
@@ -24,24 +24,16 @@ import select
 import socket
 import time
 
-from ansible_collections.edgeft.failover.plugins.module_utils import constants, netlink
-from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
-from ansible_collections.edgeft.failover.plugins.module_utils.planes import (
-    DEFAULT_STATE_DIR,
-    HostRecord,
-    OptionError,
-    normalize_planes,
-    open_maps,
-    plane_names,
-    resolve_plane,
-)
+from ansible_collections.edgeft.failover.plugins.module_utils.host import nics
+from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError, normalize_planes, plane_names, resolve_plane
+from ansible_collections.edgeft.failover.plugins.module_utils.host.records import PeerTableRecord
+from ansible_collections.edgeft.failover.plugins.module_utils.planes.maps import open_maps
 
 TOS = 0xC0  # DSCP CS6 (network control), as the agent's probes: queued like them
 MAX_COUNT = 1000
-RT_SCOPE_UNIVERSE = 0
-# Not usable as a source: still in duplicate address detection, or failed it.
-IFA_F_DADFAILED, IFA_F_DEPRECATED, IFA_F_TENTATIVE = 0x08, 0x20, 0x40
 _FAMILY_NAMES = {"auto": None, "4": 4, "6": 6}
 
 
@@ -78,7 +70,7 @@ def options(params) -> dict:
         peers = list(dict.fromkeys(peers))  # once each, in the given order
     return {
         "pin_root": params.get("pin_root"),
-        "state_dir": params.get("state_dir") or DEFAULT_STATE_DIR,
+        "state_dir": params.get("state_dir") or constants.STATE_DIR,
         "planes": normalize_planes(params["planes"]) if params.get("planes") else None,
         "plane": params["plane"],
         "peers": peers,
@@ -154,37 +146,6 @@ def select_targets(peers: dict, wanted, family, plane_name):
         elif any(peers[name].values()):
             skipped.append(name)
     return targets, skipped
-
-
-def nic_addresses(ifindex) -> dict:
-    """{4: [ip_interface], 6: [...]}: the NIC's global addresses usable as a source, the
-    widest prefix first: a routed plane's failover address (IPv4 /32, IPv6 /128 and
-    deprecated) stands for another plane's address and is never a plane's own source."""
-    netlink.require(CheckError)
-    try:
-        with netlink.IPRoute() as ipr:
-            msgs = list(ipr.get_addr(index=ifindex))
-    except (netlink.NetlinkError, OSError) as e:
-        raise CheckError("plane: cannot read the addresses of ifindex %d: %s" % (ifindex, e)) from None
-    out = {4: [], 6: []}
-    for msg in msgs:
-        if msg["scope"] != RT_SCOPE_UNIVERSE:
-            continue
-        flags = msg.get_attr("IFA_FLAGS")
-        flags = msg["flags"] if flags is None else flags
-        if flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED | IFA_F_DEPRECATED):
-            continue
-        if msg["family"] == socket.AF_INET:
-            addr, family = msg.get_attr("IFA_LOCAL") or msg.get_attr("IFA_ADDRESS"), 4
-        elif msg["family"] == socket.AF_INET6:
-            addr, family = msg.get_attr("IFA_ADDRESS"), 6
-        else:
-            continue
-        if addr:
-            out[family].append(ipaddress.ip_interface("%s/%d" % (addr, msg["prefixlen"])))
-    for found in out.values():
-        found.sort(key=lambda iface: iface.network.prefixlen)
-    return out
 
 
 def select_sources(have: dict, targets, interface, plane_name, family_option) -> dict:
@@ -360,7 +321,7 @@ def plane_check(params):
     result, not an error: the caller decides what they mean."""
     opts = options(params)
     with open_maps(opts["pin_root"]) as maps:
-        record = HostRecord(opts["state_dir"], opts["pin_root"])
+        record = PeerTableRecord(opts["state_dir"], opts["pin_root"])
         names, named = plane_names(opts["planes"], record)
         index = resolve_plane(opts["plane"], names, named)
         cfg = maps.planes.get(index)
@@ -372,7 +333,7 @@ def plane_check(params):
     plane_name = names[index]
     interface = _interface(cfg.ifindex, opts["planes"], index, plane_name)
     targets, skipped = select_targets(peers, opts["peers"], opts["family"], plane_name)
-    sources = select_sources(nic_addresses(cfg.ifindex), targets, interface, plane_name, opts["family"]) if targets else {}
+    sources = select_sources(nics.addresses(cfg.ifindex, CheckError), targets, interface, plane_name, opts["family"]) if targets else {}
     warnings = []
     if skipped:
         warnings.append("not checked, no IPv%d address on plane %r: %s" % (opts["family"], plane_name, ", ".join(skipped)))

@@ -11,7 +11,7 @@ data path needs both ends' (ours and the peer's) to translate a packet.
 
 from __future__ import annotations
 
-from ansible_collections.edgeft.failover.plugins.module_utils.planes import OptionError
+from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError
 
 FAILOVER_KEYS = (("failover4", "ipv4", 4), ("failover6", "ipv6", 6))
 

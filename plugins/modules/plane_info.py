@@ -114,8 +114,8 @@ problems:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.edgeft.failover.plugins.module_utils import links
-from ansible_collections.edgeft.failover.plugins.module_utils.module_result import require_pyroute2
+from ansible_collections.edgeft.failover.plugins.module_utils import plane_info as core
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
 
 
 def main():
@@ -133,18 +133,7 @@ def main():
         supports_check_mode=True,
     )
     require_pyroute2(module)
-    try:
-        planes = links.normalize_planes(module.params['planes'])
-    except links.PlaneSpecError as exc:
-        module.fail_json(msg=str(exc))
-    report, problems = links.plane_report(planes)
-    if module.params['require_carrier']:
-        problems.extend('%s.interface: %s has no carrier' % (p['where'], p['interface'])
-                        for p, r in zip(planes, report) if r['present'] and not r['carrier'])
-    result = dict(changed=False, planes=report, problems=problems)
-    if problems and module.params['fail_on_mismatch']:
-        module.fail_json(msg='host does not match its plane declaration: ' + '; '.join(problems), **result)
-    module.exit_json(**result)
+    finish(module, lambda: core.plane_info(module.params))
 
 
 if __name__ == '__main__':

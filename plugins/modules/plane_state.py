@@ -296,7 +296,7 @@ peers:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.edgeft.failover.plugins.module_utils import constants
-from ansible_collections.edgeft.failover.plugins.module_utils import planes as core
+from ansible_collections.edgeft.failover.plugins.module_utils.planes import state as core
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
 
 

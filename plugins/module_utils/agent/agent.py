@@ -28,7 +28,7 @@ import selectors
 import signal
 import time
 
-from ansible_collections.edgeft.failover.plugins.module_utils.agent import netlink, probe, routes
+from ansible_collections.edgeft.failover.plugins.module_utils.agent import netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_SCAN_MS
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.endpoint import Endpoint
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.firsthop import FirstHop
@@ -38,8 +38,9 @@ from ansible_collections.edgeft.failover.plugins.module_utils.agent.path import 
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.prober import Prober
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.steer import Steering
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.wheel import TimerWheel
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute, layout
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute, layout, probe
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
+from ansible_collections.edgeft.failover.plugins.module_utils.fabric import routes
 
 EVENT_LOG = 500  # recent state changes kept for status
 
@@ -270,7 +271,7 @@ class Agent:
             self.route_want = routes.desired(self.peers, self.plane_specs, prefixes, routed)
             added, removed, errors = routes.reconcile(br["table"], self.route_want)
             # A drained plane's peer addresses are held too: plane_state put them there at the drain
-            # (drain_routes.py) and takes them out at the undrain. So are those of failed paths.
+            # (planes/drain_routes.py) and takes them out at the undrain. So are those of failed paths.
             failed = self._failed_path_addresses()
             held = {k: v for k, v in self.route_want.items() if self._held(k, v[3], failed)}
             held_added, held_removed, held_errors = routes.reconcile(br["table"] + 1, held)

@@ -1,8 +1,10 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Command line: `edgeft-agent [run|check|status] --config FILE [overrides]`,
-and `edgeft-agent restore-datapath [--datapath-config FILE]` (restore.py), which
-the boot unit runs before the agent starts.
+"""Command line: `edgeft-agent [run|check|status] --config FILE [overrides]`.
+
+`edgeft-agent restore-datapath` (the boot unit's, before the agent starts) is
+not the agent's: bin/edgeft-agent hands it to restore.py, so the agent never
+imports the modules' cores.
 
 Exit codes: 0 ok; 1 a runtime failure; 2 a configuration the agent refuses
 (one line naming the option) or bad usage.
@@ -57,11 +59,6 @@ def _logger(level: str) -> logging.Logger:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "restore-datapath":
-        # Needs bcc and pyroute2, which the agent itself never imports.
-        from ansible_collections.edgeft.failover.plugins.module_utils import restore
-
-        return restore.main(argv[1:])
     if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
         argv.insert(0, "run")
     try:

@@ -47,7 +47,7 @@ DAMPENING_DEFAULTS = {
 BACKUP_ROUTES_DEFAULTS = {
     "enabled": True,
     "table": constants.BACKUP_TABLE,
-    "priority": 32690,
+    "priority": constants.BACKUP_RULE_PRIORITY,
 }
 
 LOG_LEVELS = ("debug", "info", "warning", "error")

@@ -15,31 +15,15 @@ import socket
 import struct
 
 from ansible_collections.edgeft.failover.plugins.module_utils import constants
-from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
+from ansible_collections.edgeft.failover.plugins.module_utils.fabric import icmp
 
-ECHO_REQUEST = {4: 8, 6: 128}
-ECHO_REPLY = {4: 0, 6: 129}
-_HEADER = struct.Struct("!BBHHH")  # type, code, checksum, identifier, sequence
 ICMP6_FILTER = 1
 
 
-def checksum(data: bytes) -> int:
-    """The Internet checksum (RFC 1071) of data."""
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack("!%dH" % (len(data) // 2), data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
-
-
 def request(family: int, ident: int, session: int, seq: int, sent_ns: int) -> bytes:
-    """An echo request; IPv6's checksum is the kernel's (it covers the pseudo-header)."""
-    payload = probe.request(session, seq, sent_ns)
-    header = _HEADER.pack(ECHO_REQUEST[family], 0, 0, ident & 0xFFFF, seq & 0xFFFF)
-    if family == 6:
-        return header + payload
-    return _HEADER.pack(ECHO_REQUEST[4], 0, checksum(header + payload), ident & 0xFFFF, seq & 0xFFFF) + payload
+    """An echo request carrying a peer probe's payload."""
+    return icmp.echo_request(family, ident, seq, probe.request(session, seq, sent_ns))
 
 
 def parse_reply(family: int, data: bytes, ident: int):
@@ -51,12 +35,12 @@ def parse_reply(family: int, data: bytes, ident: int):
         if len(data) < 20:
             return None
         data = data[(data[0] & 0x0F) * 4:]
-    if len(data) < _HEADER.size + probe.SIZE:
+    if len(data) < icmp.HEADER.size + probe.SIZE:
         return None
-    kind, code, _sum, got_ident, _seq = _HEADER.unpack_from(data)
-    if kind != ECHO_REPLY[family] or code != 0 or got_ident != ident & 0xFFFF:
+    kind, code, _sum, got_ident, _seq = icmp.HEADER.unpack_from(data)
+    if kind != icmp.ECHO_REPLY[family] or code != 0 or got_ident != ident & 0xFFFF:
         return None
-    fields = probe.FORMAT.unpack_from(data, _HEADER.size)
+    fields = probe.FORMAT.unpack_from(data, icmp.HEADER.size)
     magic, kind_field, _swap, session, seq, sent_ns = fields
     if magic != probe.MAGIC or kind_field != probe.REQUEST:  # an echo comes back as it left
         return None
@@ -80,7 +64,7 @@ def open_socket(family: int, interface: str, source: str, tos: int):
             s.setsockopt(socket.IPPROTO_IPV6, constants.IPV6_TCLASS, tos)
             # Only echo replies reach the socket: a bit set in the filter blocks that type.
             blocked = [0xFFFFFFFF] * 8
-            blocked[ECHO_REPLY[6] >> 5] &= ~(1 << (ECHO_REPLY[6] & 31))
+            blocked[icmp.ECHO_REPLY[6] >> 5] &= ~(1 << (icmp.ECHO_REPLY[6] & 31))
             s.setsockopt(socket.IPPROTO_ICMPV6, ICMP6_FILTER, struct.pack("=8I", *blocked))
         s.bind((source, 0))
     except OSError:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.edgeft.failover.plugins.module_utils.planes import STATE_FILE, HostRecord, OptionError
+from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError
+from ansible_collections.edgeft.failover.plugins.module_utils.host.records import PEER_TABLE_FILE, PeerTableRecord
 
 
 class PeerNames:
@@ -27,14 +28,14 @@ class PeerNames:
     def _load_record(self) -> dict:
         if not self.state_dir:
             return {}
-        path = os.path.join(self.state_dir, STATE_FILE)
+        path = os.path.join(self.state_dir, PEER_TABLE_FILE)
         try:
             stamp = os.stat(path).st_mtime_ns
         except OSError:
             return {}
         if stamp != self._stamp:
             try:
-                ids = HostRecord(self.state_dir, self.pin_root).peer_ids
+                ids = PeerTableRecord(self.state_dir, self.pin_root).peer_ids
                 self._record = {v: k for k, v in ids.items()}
                 self._warned = False
             except (OptionError, OSError, ValueError) as e:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import collections
 
-from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
 
 LOSS_WINDOW = 100  # probes over which probe loss is reported
 

@@ -14,7 +14,7 @@ import errno
 import socket
 
 from ansible_collections.edgeft.failover.plugins.module_utils import constants
-from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
 
 # Errors that say "this socket cannot work now" (address gone, NIC gone): reopen later.
 _REOPEN = (errno.EADDRNOTAVAIL, errno.ENODEV, errno.EINVAL)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.edgeft.failover.plugins.module_utils import netlink
+from ansible_collections.edgeft.failover.plugins.module_utils.host import planes as model
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome import changes as diff
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome import spec
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.apply import ApplyError, apply_steps
-from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.host import Host
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.record import DEFAULT_STATE_DIR, Record
 
@@ -27,14 +28,14 @@ def declared(params, links):
     messages; failover is {nic: [cidr]} of the failover addresses, installed beside the plan."""
     planes = spec.normalize_planes(params.get("planes"), links)
     table_base, priority_base = spec.check_numbers(params.get("table_base"), params.get("rule_priority_base"), len(planes))
-    manage_sysctls = spec.as_bool(params.get("sysctls"), "sysctls", default=True)
+    manage_sysctls = model.as_bool(params.get("sysctls"), "sysctls", default=True)
     plan = spec.build_plan(planes, table_base, priority_base, manage_sysctls)
     where = {}
     for p in planes:
-        for key, _version, _gw in spec.FAMILIES:
+        for key, _version, _gw in model.FAMILIES:
             if p[key] is not None:
                 where[(p["interface"], str(p[key]))] = "%s.%s" % (p["where"], key)
-        for _key, _version, failover_key in spec.FAILOVER_KEYS:
+        for _key, _version, failover_key in model.FAILOVER_KEYS:
             if p[failover_key] is not None:
                 where[(p["interface"], spec.failover_cidr(p[failover_key]))] = "%s.%s" % (p["where"], failover_key)
     return planes, plan, where, spec.failover_addresses(planes)
@@ -45,7 +46,7 @@ def check_ipv6(planes, links, read_sysctl):
     for p in planes:
         if p["ipv6"] is None:
             continue
-        if p["mtu"] is not None and p["mtu"] >= spec.MTU_MIN_IPV6 > links[p["interface"]]["mtu"]:
+        if p["mtu"] is not None and p["mtu"] >= model.MTU_MIN_IPV6 > links[p["interface"]]["mtu"]:
             continue  # the new MTU brings IPv6 back on the NIC
         key = spec.sysctl_key("ipv6", p["interface"], "disable_ipv6")
         value = read_sysctl(key)

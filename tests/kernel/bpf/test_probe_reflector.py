@@ -20,7 +20,7 @@ from scapy.layers.inet6 import IPv6, IPv6ExtHdrHopByHop
 from scapy.layers.l2 import Ether
 
 import bpf_packets as P
-from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.build import default_bpf_dir, import_bcc
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.testrun import (
     TC_ACT_REDIRECT,

@@ -21,7 +21,7 @@ import hostlab as L
 
 from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 from ansible_collections.edgeft.failover.plugins.module_utils import plane_check as core
-from ansible_collections.edgeft.failover.plugins.module_utils.agent import probe
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 from ansible_collections.edgeft.failover.plugins.modules import peer_table, plane_check
 

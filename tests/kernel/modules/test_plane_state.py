@@ -22,7 +22,7 @@ import pytest
 
 import hostlab as L
 
-from ansible_collections.edgeft.failover.plugins.module_utils import drain_routes
+from ansible_collections.edgeft.failover.plugins.module_utils.planes import drain_routes
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.steer import Steering
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import MapHandle

@@ -7,7 +7,9 @@ import struct
 
 import pytest
 
-from ansible_collections.edgeft.failover.plugins.module_utils.agent import exposition, netlink, probe, routes
+from ansible_collections.edgeft.failover.plugins.module_utils.agent import exposition, netlink
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
+from ansible_collections.edgeft.failover.plugins.module_utils.fabric import icmp, routes
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import Config, ConfigError
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.judge import Dampening, Judge
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.path import Path
@@ -244,7 +246,7 @@ def test_echo_request_is_valid_icmp_and_its_reply_parses(family):
     if family == 4:
         pkt = ICMP(req)
         assert (pkt.type, pkt.id, pkt.seq) == (8, session & 0xFFFF, seq)
-        assert echo.checksum(req) == 0  # a valid checksum sums to zero
+        assert icmp.checksum(req) == 0  # a valid checksum sums to zero
         reply = bytes(IP(src="198.18.1.1", dst="198.18.1.11") / ICMP(type=0, id=pkt.id, seq=pkt.seq) / bytes(pkt.payload))
     else:
         pkt = ICMPv6EchoRequest(req)

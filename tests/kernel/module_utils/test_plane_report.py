@@ -1,4 +1,5 @@
-"""plane declaration validation and the netlink plane report, on a real namespace."""
+"""The plane_info module's netlink report of plane NICs, on a real namespace (the declaration's
+validation is the plane model's: tests/pure/host/test_plane_model.py)."""
 
 import os
 import subprocess
@@ -7,34 +8,11 @@ import uuid
 import pytest
 from pyroute2 import netns
 
-from ansible_collections.edgeft.failover.plugins.module_utils import links
+from ansible_collections.edgeft.failover.plugins.module_utils import plane_info
+from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import normalize_planes
 
 A = {'name': 'a', 'interface': 'fab0', 'ipv4': '198.18.1.11/16', 'ipv6': 'fd0e:d6ef:7a00:1::b/64'}
 B = {'name': 'b', 'interface': 'fab1', 'ipv4': '198.19.1.11/16', 'ipv6': 'fd0e:d6ef:7b00:1::b/64'}
-
-
-def test_valid_planes_normalize():
-    planes = links.normalize_planes([A, B])
-    assert [p['name'] for p in planes] == ['a', 'b']
-    assert str(planes[1]['ipv4']) == '198.19.1.11/16'
-    assert planes[0]['where'] == 'planes[0]'
-
-
-@pytest.mark.parametrize('planes, message', [
-    ([], 'planes: at least one plane'),
-    ([A, dict(B, name='a')], "planes[1].name: plane 'a' is already declared"),
-    ([A, dict(B, interface='fab0')], "planes[1].interface: 'fab0' already carries plane 'a'"),
-    ([A, dict(B, ipv4='198.18.200.1/16')], 'planes[1].ipv4: subnet 198.18.0.0/16 overlaps 198.18.0.0/16'),
-    ([A, dict(B, ipv6='fd0e:d6ef:7a00:1::c/64')], 'planes[1].ipv6: subnet'),
-    ([A, dict(B, ipv4='fd00::1/64')], 'planes[1].ipv4: fd00::1/64 is not an IPv4 address'),
-    ([A, dict(B, ipv4='198.19.1.300/16')], "planes[1].ipv4: '198.19.1.300/16' is not an address"),
-    ([A, dict(B, interface='a-very-long-interface')], 'longer than the kernel limit of 15'),
-    ([A, dict(B, interface='')], 'planes[1].interface: the plane NIC name is required'),
-])
-def test_bad_planes_name_the_option(planes, message):
-    with pytest.raises(links.PlaneSpecError) as err:
-        links.normalize_planes(planes)
-    assert message in str(err.value)
 
 
 @pytest.fixture
@@ -56,10 +34,10 @@ def plane_netns():
 
 
 def test_plane_report_reads_the_namespace(plane_netns):
-    planes = links.normalize_planes([A, B])
+    planes = normalize_planes([A, B])
     netns.pushns(plane_netns)
     try:
-        report, problems = links.plane_report(planes)
+        report, problems = plane_info.plane_report(planes)
     finally:
         netns.popns()
     by_name = {r['name']: r for r in report}
@@ -73,10 +51,10 @@ def test_plane_report_reads_the_namespace(plane_netns):
 
 
 def test_plane_report_names_a_missing_interface(plane_netns):
-    planes = links.normalize_planes([A, dict(B, interface='fab9')])
+    planes = normalize_planes([A, dict(B, interface='fab9')])
     netns.pushns(plane_netns)
     try:
-        report, problems = links.plane_report(planes)
+        report, problems = plane_info.plane_report(planes)
     finally:
         netns.popns()
     assert report[1]['present'] is False

@@ -7,7 +7,7 @@ off. Steering in tc egress is not enough for that: at carrier loss the kernel
 skips the plane's connected route (ignore_routes_with_linkdown) and sockets
 get ENETUNREACH before any tc hook; at carrier return the neighbour entries
 start empty and packets queue for ARP/ND. So a drain also puts every peer's
-address on the plane into the agent's held table (agent/routes.py: the same
+address on the plane into the agent's held table (fabric/routes.py: the same
 table, rules and route form the agent uses for a plane it judges down), and
 the undrain takes them out again - unless the agent judges the plane down
 (its UP flag is clear), when they are the agent's to remove at its failback.
@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import socket
 
-from ansible_collections.edgeft.failover.plugins.module_utils.agent import routes
-from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import BACKUP_ROUTES_DEFAULTS
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute, layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.iproute import IpCommandError
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
-from ansible_collections.edgeft.failover.plugins.module_utils.plane_check import CheckError, nic_addresses
+from ansible_collections.edgeft.failover.plugins.module_utils.fabric import routes
+from ansible_collections.edgeft.failover.plugins.module_utils.host import nics
 
-TABLE = BACKUP_ROUTES_DEFAULTS["table"]
-PRIORITY = BACKUP_ROUTES_DEFAULTS["priority"]
+# The agent's defaults (agent/config.py): a drain uses the tables and rules the agent uses.
+TABLE = constants.BACKUP_TABLE
+PRIORITY = constants.BACKUP_RULE_PRIORITY
 
 
 class DrainRoutesError(EdgeftError, RuntimeError):
@@ -40,8 +41,8 @@ def plane_specs(planes) -> list:
             continue
         try:
             ifname = socket.if_indextoname(p.ifindex)
-            have = nic_addresses(p.ifindex)
-        except (OSError, CheckError):
+            have = nics.addresses(p.ifindex, DrainRoutesError)
+        except (OSError, DrainRoutesError):
             continue  # a NIC that is gone carries nothing and routes nothing
         spec = {"index": index, "interface": ifname, "prefixes": {}, "gateway": {}}
         for family in (4, 6):

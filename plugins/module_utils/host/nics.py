@@ -1,0 +1,83 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A plane NIC as the kernel shows it, read with pyroute2 in the caller's namespace."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+from ansible_collections.edgeft.failover.plugins.module_utils import netlink
+
+COUNTERS = ("rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
+RT_SCOPE_UNIVERSE = 0
+# Not usable as a source: still in duplicate address detection, or failed it.
+IFA_F_DADFAILED, IFA_F_DEPRECATED, IFA_F_TENTATIVE = 0x08, 0x20, 0x40
+
+
+def addresses(ifindex, error) -> dict:
+    """{4: [ip_interface], 6: [...]}: the NIC's global addresses usable as a source, the
+    widest prefix first: a routed plane's failover address (IPv4 /32, IPv6 /128 and
+    deprecated) stands for another plane's address and is never a plane's own source.
+
+    error: the caller's error class, raised with "plane: ..." when netlink fails.
+    """
+    netlink.require(error)
+    try:
+        with netlink.IPRoute() as ipr:
+            msgs = list(ipr.get_addr(index=ifindex))
+    except (netlink.NetlinkError, OSError) as e:
+        raise error("plane: cannot read the addresses of ifindex %d: %s" % (ifindex, e)) from None
+    out = {4: [], 6: []}
+    for msg in msgs:
+        if msg["scope"] != RT_SCOPE_UNIVERSE:
+            continue
+        flags = msg.get_attr("IFA_FLAGS")
+        flags = msg["flags"] if flags is None else flags
+        if flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED | IFA_F_DEPRECATED):
+            continue
+        if msg["family"] == socket.AF_INET:
+            addr, family = msg.get_attr("IFA_LOCAL") or msg.get_attr("IFA_ADDRESS"), 4
+        elif msg["family"] == socket.AF_INET6:
+            addr, family = msg.get_attr("IFA_ADDRESS"), 6
+        else:
+            continue
+        if addr:
+            out[family].append(ipaddress.ip_interface("%s/%d" % (addr, msg["prefixlen"])))
+    for found in out.values():
+        found.sort(key=lambda iface: iface.network.prefixlen)
+    return out
+
+
+def stats(ifindexes, warnings=None) -> dict:
+    """ifindex -> the NIC's kernel counters (IFLA_STATS64) and carrier, or None when it is gone.
+
+    Without pyroute2 or netlink every NIC is None (and warnings, if given, says why).
+    """
+    wanted = [i for i in ifindexes if i]
+    out = dict.fromkeys(ifindexes)
+    if not wanted:
+        return out
+    if not netlink.HAS_PYROUTE2:
+        if warnings is not None:
+            warnings.append("pyroute2 is missing on the target (%s): the planes' nic counters are not reported; "
+                            "install python3-pyroute2" % netlink.PYROUTE2_IMPORT_ERROR)
+        return out
+    try:
+        ipr = netlink.IPRoute()
+    except OSError as e:
+        if warnings is not None:
+            warnings.append("cannot open a netlink socket (%s): the planes' nic counters are not reported" % e)
+        return out
+    with ipr:
+        for ifindex in wanted:
+            try:
+                (msg,) = ipr.get_links(ifindex)
+            except (netlink.NetlinkError, ValueError):
+                continue  # ENODEV: the NIC is gone
+            counters = msg.get_attr("IFLA_STATS64") or msg.get_attr("IFLA_STATS")
+            nic = {k: (counters[k] if counters is not None else None) for k in COUNTERS}
+            carrier = msg.get_attr("IFLA_CARRIER")
+            nic["carrier"] = bool(carrier) if carrier is not None else msg.get_attr("IFLA_OPERSTATE") == "UP"
+            out[ifindex] = nic
+    return out

@@ -1,0 +1,78 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What edgeft recorded on a host that the kernel cannot hold: the peer table's record.
+
+Read by the peer_table, plane_state and plane_check modules and by the agent
+(peer names), so it lives in the host model, below all of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, jsonrecord
+from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError
+
+PEER_TABLE_FILE = "peer_table.json"
+PEER_TABLE_LOCK = "peer_table.lock"
+PEER_TABLE_VERSION = 1
+
+
+class PeerTableRecord:
+    """What the kernel cannot hold for us, per host (keyed by pin root).
+
+    The maps know peer ids, not names: the name -> id assignment, the plane
+    declaration and the neighbour entries we own live in a JSON file, so ids
+    stay stable across runs and we only ever delete what we created. Several
+    hosts may share the file (the namespace lab): each has its own entry.
+    """
+
+    def __init__(self, state_dir, pin_root):
+        if not state_dir or not os.path.isabs(state_dir):
+            raise OptionError("state_dir: %r must be an absolute path" % (state_dir,))
+        if os.path.exists(state_dir) and not os.path.isdir(state_dir):
+            raise OptionError("state_dir: %s exists and is not a directory" % state_dir)
+        self.state_dir = state_dir
+        self.path = os.path.join(state_dir, PEER_TABLE_FILE)
+        self.key = os.path.normpath(pin_root)
+        self.table = self._load().get("tables", {}).get(self.key, {})
+
+    def _load(self):
+        return jsonrecord.read(self.path, PEER_TABLE_VERSION, "peer table record", OptionError)
+
+    @property
+    def peer_ids(self) -> dict:
+        return dict(self.table.get("peers", {}))
+
+    @property
+    def planes(self) -> list:
+        return list(self.table.get("planes", []))
+
+    @property
+    def neighbors(self) -> set:
+        return {tuple(n) for n in self.table.get("neighbors", [])}
+
+    def save(self, peers: dict, planes: list, neighbors) -> None:
+        """Atomically replace this host's entry (re-reading the others)."""
+        table = {
+            "peers": dict(sorted(peers.items())),
+            "planes": [{"name": p["name"], "interface": p["interface"]} for p in planes],
+            "neighbors": sorted([a, d] for a, d in neighbors),
+        }
+        data = self._load() or {"version": PEER_TABLE_VERSION}
+        data.setdefault("tables", {})[self.key] = table
+        jsonrecord.write(self.state_dir, self.path, data)
+        self.table = table
+
+    @contextlib.contextmanager
+    def locked(self, create=True):
+        """Serialise runs sharing the record (and hosts sharing state_dir).
+
+        create=False (check mode) never creates state_dir: without it there
+        is no record to protect.
+        """
+        with atomicfile.locked(self.state_dir, PEER_TABLE_LOCK, create) as held:
+            if held:
+                self.table = self._load().get("tables", {}).get(self.key, {})
+            yield self
