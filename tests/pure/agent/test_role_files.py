@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 
+import import_graph
 import jinja2
 import pytest
 import yaml
@@ -78,3 +79,23 @@ def test_rendered_configuration_is_accepted():
     assert [p["gateway"] for p in cfg.planes] == [{4: "198.18.1.1", 6: "fd0e:d6ef:7a00:1::1"}, {4: None, 6: None}]
     assert cfg.peer_names == {"198.18.2.11": "r2h1", "198.19.2.11": "r2h1"}
     assert (cfg.interval_ms, cfg.multiplier, cfg.hold_down_ms) == (10, 3, 1000)
+
+
+def _shipped_modules() -> set:
+    """The files of the agent's launcher, its package and the boot-time restore, with everything
+    they import and every package they sit in (Python imports those first)."""
+    graph = import_graph.graph()
+    roots = ["%s.agent.cli" % import_graph.MODULE_UTILS, "%s.agent.__main__" % import_graph.MODULE_UTILS,
+             "%s.restore" % import_graph.MODULE_UTILS]
+    needed = import_graph.closure(graph, roots)
+    for name in list(needed):
+        parts = name.split(".")
+        needed.update(".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in graph)
+    paths = import_graph.modules()
+    return {str(paths[name].relative_to(REPO)) for name in needed}
+
+
+def test_the_role_ships_exactly_the_files_the_agent_and_the_restore_import():
+    listed = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["ebpf_failover_agent_modules"]
+    assert listed == sorted(listed), "keep ebpf_failover_agent_modules sorted"
+    assert set(listed) == _shipped_modules()
