@@ -1,16 +1,17 @@
 """Failover over the fault matrix: the outage each fault causes without protection, with kernel backup routes, and with edgeft.
 
-    sudo .venv/bin/python benchmarks/failover_matrix.py [--faults a,b,...] [--family 4|6] [--pps 10000]
-                                                        [--lead 0.5] [--fault-seconds 2] [--tail 2.5]
-                                                        [--quiet 60] [--json]
+    sudo .venv/bin/python benchmarks/failover_matrix.py [--faults a,b,...] [--modes a,b,...] [--family 4|6]
+                                                        [--topology l2|routed] [--pps 10000] [--lead 0.5]
+                                                        [--fault-seconds 2] [--tail 2.5] [--quiet 60] [--json]
 
 On a lab of its own (tests/lab/agent/fabric.yml: r1h1 in rack 1, r2h1 in rack 2, planes a and b;
 a unique name, torn down at the end even on errors or Ctrl-C), a 10 kpps UDP stream and a
 50 Mbit/s TCP stream run r1h1 -> r2h1's plane-a address while each fault is injected for
---fault-seconds and repaired. Every fault runs in three modes, in this order:
+--fault-seconds and repaired. Every fault runs in three modes (--modes: some of them), in this order:
 
 1. none: nothing deployed, the traffic simply rides plane a;
-2. backup-routes: kernel backup routes only (edgeft_lab.backup_routes), no eBPF, no agent;
+2. backup-routes: kernel backup routes only, set by the collection's backup_routes module with its
+   defaults (BackupRoutesMode), no eBPF, no agent;
 3. edgeft: playbooks/site.yml deployed and one agent process per host.
 
 The edgeft mode also measures --quiet seconds of traffic with no fault (the "no-fault" row:
@@ -27,6 +28,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,16 +40,16 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO / 'lab') not in sys.path:
     sys.path.insert(0, str(REPO / 'lab'))
 
-from edgeft_lab import Lab  # noqa: E402
-from edgeft_lab.agents import AgentError, Agents, ansible_env, clear_learned, run_playbook, settled, steered  # noqa: E402
-from edgeft_lab.backup_routes import BackupRoutes  # noqa: E402
+from edgeft_lab import Lab, netns  # noqa: E402
+from edgeft_lab.agents import (AgentError, Agents, _collection_module, ansible_env, clear_learned, host_vars,  # noqa: E402
+                               run_playbook, settled, steered)
 from edgeft_lab.errors import LabError  # noqa: E402
 from edgeft_lab.traffic import TcpStream, UdpStream, host_address  # noqa: E402
 
 # Two racks of one host; planes L2 (one segment each) or routed (leaf-spine routing only the
 # plane's own prefixes, where edgeft steers by translating to failover addresses).
 TOPOLOGIES = {'l2': REPO / 'tests' / 'lab' / 'agent' / 'fabric.yml', 'routed': REPO / 'tests' / 'lab' / 'agent' / 'fabric_routed.yml'}
-SRC, DST, PLANE = 'r1h1', 'r2h1', 'a'
+SRC, DST, PLANE, BACKUP_PLANE = 'r1h1', 'r2h1', 'a', 'b'
 MODES = ('none', 'backup-routes', 'edgeft')
 # Kernel backup routes reach a peer's plane-a address through plane b only where plane b
 # carries it, on one L2 segment: a routed plane b drops it, so that mode is L2's alone.
@@ -58,6 +60,8 @@ TCP_RATE_BPS = 50e6
 SETTLE_TIMEOUT = 40.0
 # Pings give a peer that learned a plane down the native packet that unlearns it.
 UNLEARN_TIMEOUT = 3.0
+# The datagram that proves a backup route before the backup-routes runs.
+CHECK_PORT, CHECK_TIMEOUT = 7599, 3.0
 
 # name: (what it does to the lab, for people; how to inject it for `seconds`)
 FAULTS = {
@@ -114,23 +118,93 @@ class Mode:
 
 
 class BackupRoutesMode(Mode):
+    """Kernel backup routes only, as the collection ships them: the edgeft.failover.backup_routes
+    module's core (plugins/module_utils/backup_routes, run.backup_routes) run in each host's
+    namespace with the module's documented defaults; no eBPF, no agent.
+
+    Each host declares, for every other host's plane-a address (/32 and /128), the via fab0
+    (metric 100) and the via the peer's plane-b address on fab1 (metric 200), with its own
+    plane-a address as src. The core sets ignore_routes_with_linkdown on both NICs (and puts
+    the old values back at the end), so the kernel skips the fab0 route once fab0 has no carrier.
+    No `rto_min_ms`: the option is off by default, and the baseline is what an operator gets
+    from the module's defaults (docs/decisions.md, "Benchmarks"). The core leaves rp_filter
+    alone (its docs ask for it not strict; in the lab it is off): check_backup_route() proves
+    that each backup route carries a datagram before anything is measured. The state_dir is each host's
+    edgeft_state_dir from the lab inventory, as site.yml runs the module.
+    """
+
     name = 'backup-routes'
 
-    def __init__(self, lab):
-        self.routes = BackupRoutes(lab, hosts=(SRC, DST), primary='a', backup='b')
+    def __init__(self, lab, inventory):
+        self.lab, self.inventory = lab, inventory
+        self.core = _collection_module('plugins.module_utils.backup_routes.run')
+        self.error = _collection_module('plugins.module_utils.errors').EdgeftError
 
     def setup(self, lab, log):
-        log('backup-routes: kernel routes via fab0 (metric 100) and fab1 (metric 200) on %s and %s' % (SRC, DST))
-        self.routes.install()
+        log('backup-routes: edgeft.failover.backup_routes via fab0 (metric 100) and fab1 (metric 200) on %s and %s' % (SRC, DST))
+        for warning in self.apply('present'):
+            log('backup-routes: warning: %s' % warning)
         for family in (4, 6):
-            self.routes.check(family)
+            for host, peer in ((SRC, DST), (DST, SRC)):
+                check_backup_route(lab, host, peer, family)
 
     def after_repair(self):
-        # A NIC set admin-down took its routes with it; a host's network configuration puts them back.
-        self.routes.install()
+        # A NIC set admin-down took its routes with it; the module's next run puts them back.
+        self.apply('present')
 
     def teardown(self):
-        self.routes.remove()
+        self.apply('absent')
+
+    def routes(self, host):
+        """The module's `routes` option on host."""
+        def address(node, plane, family):
+            return host_address(self.lab, node, plane, family)
+        return [{'dst': '%s/%d' % (address(peer, PLANE, family), 32 if family == 4 else 128), 'src': address(host, PLANE, family),
+                 'via': [{'interface': nic(self.lab, host, PLANE)},
+                         {'interface': nic(self.lab, host, BACKUP_PLANE), 'gateway': address(peer, BACKUP_PLANE, family)}]}
+                for peer in (SRC, DST) if peer != host for family in (4, 6)]
+
+    def apply(self, state):
+        """Run the core on both hosts (absent: remove what it recorded); returns its warnings."""
+        warnings = []
+        for host in (SRC, DST):
+            params = {'routes': self.routes(host) if state == 'present' else [], 'state': state,
+                      'state_dir': host_vars(self.inventory, host)['edgeft_state_dir']}
+            try:
+                _result, found = netns.run_in(self.lab.netns(host), lambda p=params: self.core.backup_routes(p))
+            except self.error as e:
+                raise BenchmarkError('edgeft.failover.backup_routes (state %s) on %s: %s' % (state, host, e)) from None
+            warnings += ['%s: %s' % (host, w) for w in found]
+        return warnings
+
+
+def check_backup_route(lab, host, peer, family):
+    """One datagram from host, bound to its plane-b NIC, to peer's plane-a address: proves the backup route
+    carries traffic end to end (neighbour resolution, the peer accepting its plane-a address on plane b)."""
+    af = socket.AF_INET if family == 4 else socket.AF_INET6
+    target = host_address(lab, peer, PLANE, family)
+    rx, tx = lab.socket(peer, af, socket.SOCK_DGRAM), lab.socket(host, af, socket.SOCK_DGRAM)
+    try:
+        rx.bind((target, CHECK_PORT))
+        rx.settimeout(0.2)
+        tx.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, nic(lab, host, BACKUP_PLANE).encode())  # only the backup route
+        deadline = time.monotonic() + CHECK_TIMEOUT
+        while time.monotonic() < deadline:
+            tx.sendto(b'edgeft backup route check', (target, CHECK_PORT))
+            try:
+                rx.recvfrom(64)
+                return
+            except socket.timeout:
+                continue
+    finally:
+        rx.close()
+        tx.close()
+    raise BenchmarkError('backup route %s -> %s over %s (IPv%d) carries nothing within %.0f s'
+                         % (host, target, nic(lab, host, BACKUP_PLANE), family, CHECK_TIMEOUT))
+
+
+def nic(lab, host, plane):
+    return lab.plan.host(host).port(plane).ifname
 
 
 class EdgeftMode(Mode):
@@ -285,15 +359,18 @@ def check_prerequisites():
 
 
 def run_benchmark(faults=None, family=4, pps=10_000, lead=0.5, fault_seconds=2.0, tail=2.5, quiet=60.0, log=None,
-                  topology='l2'):
+                  topology='l2', modes=None):
     """The whole matrix on a lab of its own; returns the report (see benchmarks/README.md).
 
     faults: names from FAULTS (default all, in that order). quiet: seconds of the no-fault
     run in edgeft mode (0: none). log: called with progress lines; nothing is printed otherwise.
-    topology: 'l2' or 'routed' (TOPOLOGIES).
+    topology: 'l2' or 'routed' (TOPOLOGIES). modes: names from MODES (default every mode the topology has).
     """
     if topology not in TOPOLOGIES:
         raise BenchmarkError('unknown topology %r (known: %s)' % (topology, ', '.join(TOPOLOGIES)))
+    known = TOPOLOGY_MODES[topology]
+    if modes is not None and (not modes or set(modes) - set(known)):
+        raise BenchmarkError('mode(s) %s: the %s topology has %s' % (','.join(modes) or '(none)', topology, ', '.join(known)))
     log = log or (lambda line: None)
     faults = list(FAULTS) if faults is None else list(faults)
     unknown = [f for f in faults if f not in FAULTS]
@@ -306,12 +383,12 @@ def run_benchmark(faults=None, family=4, pps=10_000, lead=0.5, fault_seconds=2.0
         'lab': lab.name, 'topology': str(TOPOLOGIES[topology].relative_to(REPO)), 'fabric': topology,
         'src': SRC, 'dst': DST, 'plane': PLANE,
         'address': host_address(lab, DST, PLANE, family), 'family': family, 'pps': pps, 'tcp_rate_bps': TCP_RATE_BPS,
-        'lead_s': lead, 'fault_s': fault_seconds, 'tail_s': tail, 'quiet_s': quiet, 'modes': list(TOPOLOGY_MODES[topology]),
+        'lead_s': lead, 'fault_s': fault_seconds, 'tail_s': tail, 'quiet_s': quiet, 'modes': [m for m in known if modes is None or m in modes],
         'faults': faults, 'fault_kinds': {name: FAULTS[name][0] for name in faults}, 'runs': [],
     }
     with tempfile.TemporaryDirectory(prefix='edgeft-bench-') as tmp:
         inventory = Path(tmp) / 'hosts.yml'
-        modes = [m for m in (Mode(), BackupRoutesMode(lab), EdgeftMode(inventory, tmp, report)) if m.name in report['modes']]
+        modes = [m for m in (Mode(), BackupRoutesMode(lab, inventory), EdgeftMode(inventory, tmp, report)) if m.name in report['modes']]
         try:
             log('lab %s: up' % lab.name)
             lab.up(inventory=inventory)
@@ -405,12 +482,16 @@ def parse_args(argv):
                         help='seconds of traffic after the repair (default 2.5: through the 1 s hold-down failback)')
     parser.add_argument('--quiet', type=_seconds, default=60.0,
                         help='seconds of the no-fault run in edgeft mode (default 60; 0: none)')
+    parser.add_argument('--modes', type=lambda text: [m.strip() for m in text.split(',') if m.strip()],
+                        help='comma-separated modes, run in the order %s (default every mode of the topology)' % ','.join(MODES))
     parser.add_argument('--json', action='store_true', help='print the whole report as JSON')
     args = parser.parse_args(argv)
     if not 1 <= args.pps <= 20_000:
         parser.error('--pps must be 1..20000')
     if args.fault_seconds <= 0:
         parser.error('--fault-seconds must be more than 0')
+    if args.modes is not None and (not args.modes or set(args.modes) - set(TOPOLOGY_MODES[args.topology])):
+        parser.error('--modes: choose from %s (the %s topology)' % (','.join(TOPOLOGY_MODES[args.topology]), args.topology))
     return args
 
 
@@ -424,7 +505,7 @@ def main(argv=None):
     try:
         report = run_benchmark(faults=args.faults, family=args.family, pps=args.pps, lead=args.lead,
                                fault_seconds=args.fault_seconds, tail=args.tail, quiet=args.quiet,
-                               topology=args.topology, log=lambda line: print('[failover_matrix] %s' % line, file=sys.stderr))
+                               topology=args.topology, modes=args.modes, log=lambda line: print('[failover_matrix] %s' % line, file=sys.stderr))
     except (BenchmarkError, LabError, OSError, subprocess.CalledProcessError) as e:
         print('failover_matrix: error: %s' % e, file=sys.stderr)
         return 1
