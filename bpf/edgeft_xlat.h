@@ -2,8 +2,9 @@
 /*
  * edgeft routed mode: stateless 1:1 translation between native and failover
  * addresses (maps and semantics: edgeft_maps.h, docs/datapath.md).
- * Included by failover_tc.c after its parsing helpers and edgeft_xlat_find():
- * bcc turns map syntax into map calls in the main source file only.
+ * Needs the packet types of edgeft_parse.h and one function of its includer,
+ * edgeft_xlat_find() (a lookup in edgeft_xlat_v1): bcc turns map syntax into
+ * map calls in the main source file only.
  *
  * Checksums are updated incrementally, never recomputed, so they stay right
  * whatever the skb's checksum state:
@@ -22,12 +23,12 @@
 #ifndef EDGEFT_XLAT_H
 #define EDGEFT_XLAT_H
 
-#define EDGEFT_IPPROTO_ICMP 1
-#define EDGEFT_IPPROTO_TCP 6
-#define EDGEFT_IPV6_HOP 0
-#define EDGEFT_IPV6_ROUTING 43
-#define EDGEFT_IPV6_FRAGMENT 44
-#define EDGEFT_IPV6_DSTOPTS 60
+#include "edgeft_maps.h"
+#include "edgeft_parse.h"
+
+/* The includer's lookup of a failover address in edgeft_xlat_v1 (NULL: none). */
+static __always_inline struct edgeft_xlat *edgeft_xlat_find(struct edgeft_addr *failover);
+
 #define EDGEFT_IPV6_EXT_MAX 4 /* extension headers walked before giving up on L4 */
 #define EDGEFT_ICMP_HLEN 8    /* type, code, checksum, 4 more; the quote follows */
 

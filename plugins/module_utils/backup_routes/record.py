@@ -16,29 +16,16 @@ back when no declared route needs it any more.
 from __future__ import annotations
 
 import contextlib
-import os
 
-from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, jsonrecord
+from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.spec import OptionError
 
-STATE_FILE = "backup_routes.json"
-LOCK_FILE = "backup_routes.lock"
-VERSION = 1
+class RouteRecord(jsonrecord.Record):
+    FILE, LOCK, WHAT, SECTION = "backup_routes.json", "backup_routes.lock", "backup_routes record", "namespaces"
 
-
-class RouteRecord:
     def __init__(self, state_dir, key):
-        if not state_dir or not os.path.isabs(str(state_dir)):
-            raise OptionError("state_dir: %r must be an absolute path" % (state_dir,))
-        if os.path.exists(state_dir) and not os.path.isdir(state_dir):
-            raise OptionError("state_dir: %s exists and is not a directory" % state_dir)
-        self.state_dir = state_dir
-        self.path = os.path.join(state_dir, STATE_FILE)
-        self.key = key
+        super().__init__(state_dir, OptionError, key)
         self.entry = {}
-
-    def _load(self):
-        return jsonrecord.read(self.path, VERSION, "backup_routes record", OptionError)
 
     @property
     def routes(self) -> list:
@@ -50,20 +37,14 @@ class RouteRecord:
 
     def save(self, routes, sysctls) -> None:
         """Atomically replace this namespace's entry; an empty entry is dropped."""
-        data = self._load() or {"version": VERSION}
-        spaces = data.setdefault("namespaces", {})
         entry = {"routes": sorted(routes, key=lambda r: (r["family"], r["dst"], r["metric"])), "sysctls": dict(sorted(sysctls.items()))}
-        if routes or sysctls:
-            spaces[self.key] = entry
-        else:
-            spaces.pop(self.key, None)
-        jsonrecord.write(self.state_dir, self.path, data)
+        self.write_entry(entry if routes or sysctls else None)
         self.entry = entry
 
     @contextlib.contextmanager
     def locked(self, create=True):
         """Load this namespace's entry under an exclusive lock; check mode (create=False)
         never creates state_dir."""
-        with atomicfile.locked(self.state_dir, LOCK_FILE, create) as held:
-            self.entry = self._load().get("namespaces", {}).get(self.key, {}) if held else {}
+        with super().locked(create) as held:
+            self.entry = self.read_entry() if held else {}
             yield self

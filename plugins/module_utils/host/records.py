@@ -11,15 +11,14 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, jsonrecord
+from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError
 
 PEER_TABLE_FILE = "peer_table.json"
 PEER_TABLE_LOCK = "peer_table.lock"
-PEER_TABLE_VERSION = 1
 
 
-class PeerTableRecord:
+class PeerTableRecord(jsonrecord.Record):
     """What the kernel cannot hold for us, per host (keyed by pin root).
 
     The maps know peer ids, not names: the name -> id assignment, the plane
@@ -28,18 +27,11 @@ class PeerTableRecord:
     hosts may share the file (the namespace lab): each has its own entry.
     """
 
-    def __init__(self, state_dir, pin_root):
-        if not state_dir or not os.path.isabs(state_dir):
-            raise OptionError("state_dir: %r must be an absolute path" % (state_dir,))
-        if os.path.exists(state_dir) and not os.path.isdir(state_dir):
-            raise OptionError("state_dir: %s exists and is not a directory" % state_dir)
-        self.state_dir = state_dir
-        self.path = os.path.join(state_dir, PEER_TABLE_FILE)
-        self.key = os.path.normpath(pin_root)
-        self.table = self._load().get("tables", {}).get(self.key, {})
+    FILE, LOCK, WHAT, SECTION = PEER_TABLE_FILE, PEER_TABLE_LOCK, "peer table record", "tables"
 
-    def _load(self):
-        return jsonrecord.read(self.path, PEER_TABLE_VERSION, "peer table record", OptionError)
+    def __init__(self, state_dir, pin_root):
+        super().__init__(state_dir, OptionError, os.path.normpath(pin_root))
+        self.table = self.read_entry()
 
     @property
     def peer_ids(self) -> dict:
@@ -60,9 +52,7 @@ class PeerTableRecord:
             "planes": [{"name": p["name"], "interface": p["interface"]} for p in planes],
             "neighbors": sorted([a, d] for a, d in neighbors),
         }
-        data = self._load() or {"version": PEER_TABLE_VERSION}
-        data.setdefault("tables", {})[self.key] = table
-        jsonrecord.write(self.state_dir, self.path, data)
+        self.write_entry(table)
         self.table = table
 
     @contextlib.contextmanager
@@ -72,7 +62,7 @@ class PeerTableRecord:
         create=False (check mode) never creates state_dir: without it there
         is no record to protect.
         """
-        with atomicfile.locked(self.state_dir, PEER_TABLE_LOCK, create) as held:
+        with super().locked(create) as held:
             if held:
-                self.table = self._load().get("tables", {}).get(self.key, {})
+                self.table = self.read_entry()
             yield self

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, constants, jsonrecord
+from ansible_collections.edgeft.failover.plugins.module_utils import constants, jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import OptionError
 
 DEFAULT_STATE_DIR = constants.STATE_DIR
@@ -46,17 +46,16 @@ def is_empty(data) -> bool:
     return not (data["interfaces"] or data["routes"] or data["rules"] or data["sysctls"])
 
 
-class Record:
+class Record(jsonrecord.Record):
+    FILE, LOCK, WHAT = STATE_FILE, LOCK_FILE, "multihome record"
+
     def __init__(self, state_dir):
-        if not state_dir or not os.path.isabs(state_dir):
-            raise OptionError("state_dir: %r must be an absolute path" % (state_dir,))
-        if os.path.exists(state_dir) and not os.path.isdir(state_dir):
-            raise OptionError("state_dir: %s exists and is not a directory" % state_dir)
+        super().__init__(state_dir, OptionError)
         self.state_dir = os.path.normpath(state_dir)
         self.path = os.path.join(self.state_dir, STATE_FILE)
 
     def load(self) -> dict:
-        data = jsonrecord.read(self.path, VERSION, "multihome record", OptionError)
+        data = self.read()
         if not data:
             return empty()
         out = empty()
@@ -72,10 +71,10 @@ class Record:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
             return
-        jsonrecord.write(self.state_dir, self.path, data)
+        self.write(data)
 
     @contextlib.contextmanager
-    def locked(self):
+    def locked(self, create=True):
         """Serialise runs that write the record (hosts sharing state_dir too)."""
-        with atomicfile.locked(self.state_dir, LOCK_FILE):
+        with super().locked(create):
             yield self

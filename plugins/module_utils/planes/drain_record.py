@@ -7,18 +7,17 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, jsonrecord
+from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError
 
 DRAIN_FILE = "peer_drains.json"
 DRAIN_LOCK_FILE = "peer_drains.lock"
-DRAIN_RECORD_VERSION = 1
 # What a peer's down bit for a plane was before plane_state drained the peer there.
 BEFORE_CLEAR, BEFORE_JUDGED, BEFORE_LEARNED = "clear", "judged", "learned"
 
 
-class DrainRecord:
+class DrainRecord(jsonrecord.Record):
     """The per-peer drains plane_state made, per host (keyed by pin root, like the peer table's record).
 
     drains: {peer name: {plane index as text: {"before": clear | judged | learned}}}.
@@ -29,17 +28,15 @@ class DrainRecord:
     did not set. The maps cannot hold this (a down bit has no owner field).
     """
 
+    FILE, LOCK, WHAT, SECTION = DRAIN_FILE, DRAIN_LOCK_FILE, "peer drain record", "hosts"
+
     def __init__(self, state_dir, pin_root):
-        self.state_dir = state_dir
-        self.path = os.path.join(state_dir, DRAIN_FILE)
-        self.key = os.path.normpath(pin_root)
-        self.drains = self._entry(self._load())
+        # state_dir is checked by the peer table's record, read first.
+        super().__init__(state_dir, OptionError, os.path.normpath(pin_root), check=False)
+        self.drains = self._entry()
 
-    def _load(self):
-        return jsonrecord.read(self.path, DRAIN_RECORD_VERSION, "peer drain record", OptionError)
-
-    def _entry(self, data) -> dict:
-        entry = data.get("hosts", {}).get(self.key, {})
+    def _entry(self) -> dict:
+        entry = self.read_entry()
         kinds = (BEFORE_CLEAR, BEFORE_JUDGED, BEFORE_LEARNED)
         ok = isinstance(entry, dict) and all(
             isinstance(planes, dict) and all(
@@ -54,13 +51,7 @@ class DrainRecord:
     def save(self, drains: dict) -> None:
         """Atomically replace this host's entry (re-reading the other hosts')."""
         drains = {name: dict(sorted(planes.items())) for name, planes in sorted(drains.items()) if planes}
-        data = self._load() or {"version": DRAIN_RECORD_VERSION}
-        hosts = data.setdefault("hosts", {})
-        if drains:
-            hosts[self.key] = drains
-        else:
-            hosts.pop(self.key, None)
-        jsonrecord.write(self.state_dir, self.path, data)
+        self.write_entry(drains)
         self.drains = drains
 
     @contextlib.contextmanager
@@ -69,9 +60,9 @@ class DrainRecord:
 
         create=False (check mode) never creates state_dir.
         """
-        with atomicfile.locked(self.state_dir, DRAIN_LOCK_FILE, create) as held:
+        with super().locked(create) as held:
             if held:
-                self.drains = self._entry(self._load())
+                self.drains = self._entry()
             yield self
 
 

@@ -11,9 +11,7 @@ through jsonrecord, locked through atomicfile):
 
 from __future__ import annotations
 
-import os
-
-from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, jsonrecord, netlink
+from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord, netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ProgramError
 
 STATE_FILE = 'ebpf_program.json'
@@ -32,7 +30,7 @@ def _here():
     return ino, boot
 
 
-class StateStore:
+class StateStore(jsonrecord.Record):
     """What edgeft created that the kernel cannot attribute: clsact qdiscs, pins.
 
     Records carry the network namespace and boot they belong to, so a state_dir
@@ -40,25 +38,23 @@ class StateStore:
     someone else created look like ours.
     """
 
+    FILE, LOCK, WHAT = STATE_FILE, LOCK_FILE, 'ebpf_program record'
+
     def __init__(self, state_dir):
-        self.state_dir = state_dir
-        self.path = os.path.join(state_dir, STATE_FILE)
+        # state_dir is checked with the other options (validate.py).
+        super().__init__(state_dir, ProgramError, check=False)
         self.netns, self.boot = _here()
 
     def load(self):
         """This boot's records; an unreadable file, or one that is not a version 1 record, names state_dir."""
-        data = jsonrecord.read(self.path, VERSION, 'ebpf_program record', ProgramError)
+        data = self.read()
         data.setdefault('version', VERSION)
         data['clsact'] = [r for r in data.get('clsact', []) if r.get('boot_id') == self.boot]
         data['pins'] = [r for r in data.get('pins', []) if r.get('boot_id') == self.boot]
         return data
 
     def save(self, data):
-        jsonrecord.write(self.state_dir, self.path, data)
-
-    def locked(self):
-        """Serialise module runs of one host (and of hosts sharing the directory)."""
-        return atomicfile.locked(self.state_dir, LOCK_FILE)
+        self.write(data)
 
     def clsact_record(self, index, interface):
         return {'interface': interface, 'ifindex': index, 'netns': self.netns, 'boot_id': self.boot}
