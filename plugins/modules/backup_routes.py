@@ -28,7 +28,8 @@ description:
     the traffic lost; edgeft's eBPF failover (M(edgeft.failover.ebpf_program))
     covers those. See docs/backup_routes.md.
   - Exact set - routes this module installed earlier (recorded under
-    O(state_dir)) and no longer declared are removed; routes it did not
+    O(state_dir) with the sysctl values it replaced, one entry per network
+    namespace) and no longer declared are removed; routes it did not
     install are never removed. A declared route replaces whatever route the
     kernel has with the same destination and metric, except the kernel's own
     (connected, router advertisement) routes.
@@ -122,18 +123,13 @@ options:
         naming the interface option, when it is not.
     type: bool
     default: true
-  state_dir:
-    description:
-      - Directory where the installed routes and replaced sysctl values are
-        recorded (one entry per network namespace).
-    type: path
-    default: /var/lib/edgeft
 requirements:
   - root on the target
   - pyroute2 (Debian package C(python3-pyroute2))
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - edgeft.failover.attributes
+  - edgeft.failover.state_dir
 notes:
   - Runs inside whatever network namespace the connection places it in.
   - A NIC set administratively down loses its routes in the kernel; the next
@@ -223,23 +219,18 @@ plan:
   type: dict
   sample:
     interfaces:
-      - name: fab0
-        kind: ethernet
-        mtu: null
-        addresses: []
-        accept_ra: null
-        routes:
-          - {dst: 198.18.2.11/32, gateway: null, scope: link, metric: 100, table: null, src: null, rto_min: 50}
-        rules: []
-        bond: null
-        master: null
+      - {name: fab0, kind: ethernet, mtu: null, addresses: [], accept_ra: null, rules: [], bond: null, master: null,
+         routes: [{dst: 198.18.2.11/32, gateway: null, scope: link, metric: 100, table: null, src: 198.18.1.11, rto_min: 50}]}
+      - {name: fab1, kind: ethernet, mtu: null, addresses: [], accept_ra: null, rules: [], bond: null, master: null,
+         routes: [{dst: 198.18.2.11/32, gateway: null, scope: link, metric: 200, table: null, src: 198.18.1.11, rto_min: 50}]}
     sysctls:
       net.ipv4.conf.fab0.ignore_routes_with_linkdown: "1"
+      net.ipv4.conf.fab1.ignore_routes_with_linkdown: "1"
 '''
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils import module_options
 from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.run import backup_routes
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
 
@@ -262,7 +253,7 @@ def main():
             )),
             state=dict(type='str', choices=['present', 'absent'], default='present'),
             set_ignore_linkdown=dict(type='bool', default=True),
-            state_dir=dict(type='path', default=constants.STATE_DIR),
+            state_dir=module_options.state_dir(),
         ),
         supports_check_mode=True,
     )

@@ -23,6 +23,8 @@ description:
     other bond.
   - On a kernel without the bonding driver the module fails with a clear
     message and changes nothing.
+  - The bonds it manages, each port's admin state from before it was
+    enslaved and the addresses it manages are recorded under O(state_dir).
   - A failure part-way undoes every change made by the task. A mode change
     takes the bond down, releases its ports and enslaves them again - a short
     outage on the bond.
@@ -108,12 +110,6 @@ options:
         removed.
     type: list
     elements: str
-  state_dir:
-    description:
-      - Directory where the module records the bonds it manages, each port's
-        admin state from before it was enslaved and the addresses it manages.
-    type: path
-    default: /var/lib/edgeft
 requirements:
   - root on the target
   - pyroute2 (Debian package C(python3-pyroute2))
@@ -121,6 +117,7 @@ requirements:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - edgeft.failover.attributes
+  - edgeft.failover.state_dir
 notes:
   - The live configuration only; this module returns a network
     plan that the C(edgeft.failover.bond) role hands to the persistence
@@ -207,7 +204,7 @@ plan:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils import module_options
 from ansible_collections.edgeft.failover.plugins.module_utils.bond.run import bond
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
 
@@ -235,7 +232,7 @@ def main():
                                                        'vlan+srcmac']),
             mtu=dict(type='int'),
             addresses=dict(type='list', elements='str'),
-            state_dir=dict(type='path', default=constants.STATE_DIR),
+            state_dir=module_options.state_dir(),
         ),
         required_if=[('state', 'present', ('ports',))],
         supports_check_mode=True,

@@ -29,7 +29,8 @@ description:
   - Never replaces or deletes a qdisc or filter edgeft did not create. A
     foreign filter at an attach point's priority fails the task; a C(clsact)
     qdisc that existed before is used and never deleted. The C(clsact) qdiscs
-    edgeft creates are recorded under O(state_dir).
+    and pins edgeft creates are recorded under O(state_dir), with the network
+    namespace and boot they belong to.
   - Everything is validated before anything changes.
 author:
   - edgeft maintainers (@edgeft)
@@ -127,15 +128,6 @@ options:
       - Off by default because the maps hold the peer table.
     type: bool
     default: false
-  state_dir:
-    description:
-      - Directory where the module records what the kernel cannot attribute
-        (the C(clsact) qdiscs and pins edgeft created).
-      - Records carry the network namespace and boot they belong to. Give each
-        host its own directory when several hosts share a file system (the
-        namespace lab).
-    type: path
-    default: /var/lib/edgeft
 requirements:
   - root on the target
   - bcc's Python bindings (Debian/Ubuntu package C(python3-bpfcc)) for O(state=present)
@@ -144,6 +136,7 @@ requirements:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - edgeft.failover.attributes
+  - edgeft.failover.state_dir
 attributes:
   check_mode:
     support: full
@@ -200,26 +193,27 @@ programs:
   type: list
   elements: dict
   contains:
-    interface:
-      description: The interface.
-      type: str
-    direction:
-      description: V(ingress) or V(egress).
-      type: str
+    <<: &attach_point
+      interface:
+        description: The interface.
+        type: str
+      direction:
+        description: V(ingress) or V(egress).
+        type: str
+      priority:
+        description: tc filter priority.
+        type: int
+      handle:
+        description: tc filter handle.
+        type: int
+      name:
+        description: The filter's name (tc's C(name) of its BPF program), C(edgeft:<function>:<digest>).
+        type: str
     parent:
       description: The clsact parent, C(ffff:fff2) or C(ffff:fff3).
       type: str
-    priority:
-      description: tc filter priority.
-      type: int
-    handle:
-      description: tc filter handle.
-      type: int
     function:
       description: The C function loaded.
-      type: str
-    name:
-      description: The filter's name, C(edgeft:<function>:<digest>).
       type: str
     digest:
       description: The build digest recorded in the name.
@@ -259,22 +253,7 @@ attached:
   returned: always
   type: list
   elements: dict
-  contains: &attach_point
-    interface:
-      description: The interface.
-      type: str
-    direction:
-      description: V(ingress) or V(egress).
-      type: str
-    priority:
-      description: tc filter priority.
-      type: int
-    handle:
-      description: tc filter handle.
-      type: int
-    name:
-      description: The filter's name (tc's C(name) of its BPF program).
-      type: str
+  contains: *attach_point
   sample: [{interface: fab0, direction: egress, priority: 3792, handle: 60919, name: "edgeft:edgeft_egress:5f0c3a9d41b2e877"}]
 replaced:
   description: Attach points whose program was replaced in place.

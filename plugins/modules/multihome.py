@@ -16,11 +16,11 @@ description:
     (C(from ADDRESS lookup TABLE)), and the sysctls a dual-homed host needs - C(rp_filter=2),
     C(arp_ignore=1), C(arp_announce=2), C(ignore_routes_with_linkdown=1) for IPv4 and IPv6,
     and C(accept_ra) as declared.
-  - Exact set over what this module owns, which it records under O(state_dir). A declared
-    address, route or rule already on the host is adopted into the record; a recorded one that is
-    no longer declared is removed; anything else on the host is left alone. Sysctls, MTUs and link
-    states it changed are recorded with their previous values and put back when no longer declared
-    and with O(state=absent).
+  - Exact set over what this module owns, which it records under O(state_dir) (C(multihome.json)).
+    A declared address, route or rule already on the host is adopted into the record; a recorded one
+    that is no longer declared is removed; anything else on the host is left alone. Sysctls, MTUs and
+    link states it changed are recorded with their previous values and put back when no longer
+    declared and with O(state=absent).
   - Plane NICs that are administratively down are brought up (an IPv4 route cannot be added
     through a NIC that is down).
   - Everything is validated before anything changes; an error names the option, for example
@@ -32,72 +32,6 @@ description:
 author:
   - edgeft maintainers (@edgeft)
 options:
-  planes:
-    description:
-      - The host's planes, in plane order (the first is plane index V(0)); the inventory variable
-        C(edgeft_planes). Required with O(state=present).
-      - Subnets of different planes must not overlap.
-    type: list
-    elements: dict
-    suboptions:
-      name:
-        description: Plane name, for example V(a).
-        type: str
-        required: true
-      interface:
-        description: The NIC of this host that carries the plane. It must exist.
-        type: str
-        required: true
-      ipv4:
-        description:
-          - The host's IPv4 address on the plane with its prefix length, for example
-            V(198.18.1.11/16). The prefix is the plane's connected prefix.
-          - A plane needs O(planes[].ipv4), O(planes[].ipv6) or both.
-        type: str
-      ipv6:
-        description: The host's IPv6 address on the plane with its prefix length, for example V(fd0e:d6ef:7a00:1::b/64).
-        type: str
-      mtu:
-        description:
-          - MTU of the NIC (68 to 65535, at least 1280 with an IPv6 address, and within what the NIC
-            supports). Left as it is when not given.
-        type: int
-      gateway4:
-        description: IPv4 first hop of a routed plane, inside the plane's IPv4 prefix; the plane's table gets a default route through it.
-        type: str
-      gateway6:
-        description: IPv6 first hop of a routed plane, inside the plane's IPv6 prefix or link-local.
-        type: str
-      accept_ra:
-        description: Accept IPv6 router advertisements on the NIC (C(net.ipv6.conf.NIC.accept_ra)).
-        type: bool
-        default: false
-      switch:
-        description: The switch serving the host on this plane. Informational; used by the drain playbooks, ignored here.
-        type: str
-      failover4:
-        description:
-          - Routed planes only. The host's IPv4 failover address on this plane, without prefix length,
-            for example V(198.19.255.1); traffic of the host's native address on another plane is
-            translated to it when that plane fails.
-          - Installed on the NIC as a V(/32) with a source rule to the plane's table like the native
-            address's. It needs O(planes[].ipv4), must lie outside every plane's native subnet and
-            differ from the other planes' failover addresses.
-          - The role computes it from C(edgeft_failover_prefixes) with the
-            P(edgeft.failover.failover_addresses#filter) filter.
-        type: str
-      failover6:
-        description:
-          - Routed planes only. The host's IPv6 failover address on this plane, without prefix length.
-          - Installed as a V(/128) without duplicate address detection and with a preferred lifetime of
-            0, so the kernel never picks it as a source address; otherwise as O(planes[].failover4).
-        type: str
-  state_dir:
-    description:
-      - Directory of the record of what this module owns (C(multihome.json)).
-      - Give each host its own directory when several hosts share a file system (the namespace lab).
-    type: path
-    default: /var/lib/edgeft
   table_base:
     description:
       - Routing table of plane index 0; plane N uses O(table_base) + N.
@@ -129,6 +63,8 @@ requirements:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - edgeft.failover.attributes
+  - edgeft.failover.planes.multihome
+  - edgeft.failover.state_dir
 notes:
   - Runs inside whatever network namespace the connection places it in; sysctls under
     C(/proc/sys/net) are that namespace's.
@@ -261,7 +197,7 @@ links_changed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils import module_options
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome import run as core
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import DEFAULT_PRIORITY_BASE, DEFAULT_TABLE_BASE
@@ -270,11 +206,8 @@ from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec imp
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            planes=dict(type='list', elements='dict', options=dict(
-                name=dict(type='str', required=True),
-                interface=dict(type='str', required=True),
-                ipv4=dict(type='str'),
-                ipv6=dict(type='str'),
+            planes=module_options.planes(
+                **module_options.plane_addresses(),
                 mtu=dict(type='int'),
                 gateway4=dict(type='str'),
                 gateway6=dict(type='str'),
@@ -282,8 +215,8 @@ def main():
                 switch=dict(type='str'),
                 failover4=dict(type='str'),
                 failover6=dict(type='str'),
-            )),
-            state_dir=dict(type='path', default=constants.STATE_DIR),
+            ),
+            state_dir=module_options.state_dir(),
             table_base=dict(type='int', default=DEFAULT_TABLE_BASE),
             rule_priority_base=dict(type='int', default=DEFAULT_PRIORITY_BASE),
             sysctls=dict(type='bool', default=True),

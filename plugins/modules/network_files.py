@@ -88,6 +88,7 @@ directories:
   returned: always
   type: list
   elements: str
+  sample: ["etc/systemd/network"]
 '''
 
 from ansible.module_utils.basic import AnsibleModule

@@ -14,8 +14,8 @@ description:
     peers, with exact-set semantics - peers are added, peers whose addresses
     or options changed are updated, and peers or addresses that are not
     declared are removed.
-  - A peer keeps its peer id across runs (recorded under O(state_dir)); ids
-    of removed peers are reused.
+  - A peer keeps its peer id across runs (recorded under O(state_dir), per
+    O(pin_root)); ids of removed peers are reused.
   - What the traffic taught the data path about a peer (its active plane, the
     planes it avoids) is kept when a peer is updated, so a re-run never undoes
     a failover in progress.
@@ -25,55 +25,12 @@ description:
   - With O(neighbors=true), keeps every peer plane address resolved on its
     plane NIC with a kernel-managed neighbour entry, which the data path
     needs to steer the first packet correctly; entries this module created
-    are removed with their peer.
+    (recorded under O(state_dir)) are removed with their peer.
   - Everything is validated before anything changes; an error names the
     option, for example C(peers[3].planes[1].ipv4).
 author:
   - edgeft maintainers (@edgeft)
 options:
-  pin_root:
-    description:
-      - The bpffs directory of this host's pinned edgeft maps.
-      - The maps must exist; attach the programs first with
-        M(edgeft.failover.ebpf_program). In check mode, maps that are not
-        pinned yet are taken as empty (with a warning), so a first C(--check)
-        run of a fresh host reports the whole table as to be added.
-    type: path
-    required: true
-  planes:
-    description:
-      - This host's planes, in plane order (the first is plane index 0).
-      - The peers' plane names must be among these names.
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      name:
-        description: Plane name, for example V(a).
-        type: str
-        required: true
-      interface:
-        description: The NIC of this host that carries the plane.
-        type: str
-        required: true
-      ipv4:
-        description:
-          - This host's IPv4 address on the plane (with or without a prefix length). Needed on a
-            plane whose address a failover address on the other plane stands for.
-        type: str
-      ipv6:
-        description: This host's IPv6 address on the plane, as O(planes[].ipv4).
-        type: str
-      failover4:
-        description:
-          - Routed planes. This host's IPv4 failover address on this plane, standing for its IPv4
-            address on the other plane. A plane with a failover address is routed - traffic
-            steered onto it is translated to failover addresses (both ends' must be known).
-            Needs exactly two planes.
-        type: str
-      failover6:
-        description: Routed planes. This host's IPv6 failover address on this plane, as O(planes[].failover4).
-        type: str
   peers:
     description:
       - The complete peer table. Peers not listed are removed; V([]) removes all.
@@ -147,20 +104,21 @@ options:
         C(EDGEFT_MAX_PEERS)); a table larger than that capacity is always
         refused.
     type: int
-  state_dir:
-    description:
-      - Directory where the name to peer id assignment and the neighbour
-        entries this module created are recorded, per O(pin_root).
-      - Give each host its own directory when several hosts share a file
-        system (the namespace lab).
-    type: path
-    default: /var/lib/edgeft
 requirements:
   - root on the target
   - iproute2 (C(ip)) with managed neighbour support (iproute2 5.16 or later) when O(neighbors=true)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - edgeft.failover.attributes
+  - edgeft.failover.pin_root
+  - edgeft.failover.planes.peer_table
+  - edgeft.failover.state_dir
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Maps that are not pinned yet under O(pin_root) are taken as empty (with a warning), so a
+        first C(--check) run of a fresh host reports the whole table as to be added.
 notes:
   - Runs inside whatever network namespace the connection places it in; with
     the C(edgeft.failover.netns) connection, interfaces and neighbours are

@@ -11,8 +11,9 @@ short_description: Check a plane end to end, also while it is drained
 version_added: 0.1.0
 description:
   - Sends check probes from this host's NIC of one plane to peers' addresses
-    on that plane and reports, per peer, how many were answered and the round
-    trip times.
+    on that plane, as the pinned maps under O(pin_root) hold them, and reports,
+    per peer (named as M(edgeft.failover.peer_table) recorded them in
+    O(state_dir)), how many were answered and the round trip times.
   - The peers' edgeft data path answers check probes in the kernel, also on a
     plane they have drained (where it ignores the failover agent's probes). So
     during rolling switch maintenance a plane through a switch can be proven
@@ -27,35 +28,11 @@ description:
 author:
   - edgeft maintainers (@edgeft)
 options:
-  pin_root:
-    description:
-      - The bpffs directory of this host's pinned edgeft maps; the peers and
-        their addresses on the plane come from there.
-    type: path
-    required: true
   plane:
     description:
-      - The plane to check, by name or by index (V(0) is the first plane).
-      - Names come from O(planes), else from the plane names
-        M(edgeft.failover.peer_table) recorded for O(pin_root).
+      - The plane to check, by name (see O(planes)) or by index (V(0) is the first plane).
     type: str
     required: true
-  planes:
-    description:
-      - This host's planes in plane order, to name them; the same list as for
-        M(edgeft.failover.peer_table).
-      - When omitted, the names recorded by M(edgeft.failover.peer_table) are used.
-    type: list
-    elements: dict
-    suboptions:
-      name:
-        description: Plane name.
-        type: str
-        required: true
-      interface:
-        description: The NIC of this host that carries the plane.
-        type: str
-        required: true
   peers:
     description:
       - Inventory names of the peers to check (the names given to
@@ -92,12 +69,6 @@ options:
         unhealthy. A peer that answered none is always unhealthy.
     type: int
     default: 0
-  state_dir:
-    description:
-      - Directory of the records of M(edgeft.failover.peer_table) (peer
-        names, plane names), read to name peers and planes.
-    type: path
-    default: /var/lib/edgeft
 requirements:
   - root on the target
   - pyroute2 on the target (Debian package C(python3-pyroute2))
@@ -106,6 +77,9 @@ requirements:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - edgeft.failover.attributes.info_module
+  - edgeft.failover.pin_root
+  - edgeft.failover.planes.names_only
+  - edgeft.failover.state_dir
 seealso:
   - module: edgeft.failover.plane_state
   - module: edgeft.failover.peer_table
@@ -191,7 +165,7 @@ checked:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils import module_options
 from ansible_collections.edgeft.failover.plugins.module_utils import plane_check as core
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
 
@@ -199,19 +173,16 @@ from ansible_collections.edgeft.failover.plugins.module_utils.module_result impo
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            pin_root=dict(type='path', required=True),
+            pin_root=module_options.pin_root(),
             plane=dict(type='str', required=True),
-            planes=dict(type='list', elements='dict', options=dict(
-                name=dict(type='str', required=True),
-                interface=dict(type='str', required=True),
-            )),
+            planes=module_options.planes(),
             peers=dict(type='list', elements='str'),
             family=dict(type='str', choices=['auto', '4', '6'], default='auto'),
             count=dict(type='int', default=5),
             interval_ms=dict(type='int', default=20),
             timeout_ms=dict(type='int', default=500),
             max_loss_percent=dict(type='int', default=0),
-            state_dir=dict(type='path', default=constants.STATE_DIR),
+            state_dir=module_options.state_dir(),
         ),
         supports_check_mode=True,
     )

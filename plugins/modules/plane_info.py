@@ -20,29 +20,6 @@ description:
 author:
   - edgeft maintainers (@edgeft)
 options:
-  planes:
-    description:
-      - The planes this host is declared to have, in plane order.
-      - Plane names and interfaces must be unique, and the subnets of two
-        planes must not overlap.
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      name:
-        description: Plane name, for example V(a).
-        type: str
-        required: true
-      interface:
-        description: The NIC that carries this plane.
-        type: str
-        required: true
-      ipv4:
-        description: The host's IPv4 address on this plane, with prefix length.
-        type: str
-      ipv6:
-        description: The host's IPv6 address on this plane, with prefix length.
-        type: str
   fail_on_mismatch:
     description:
       - Fail when a declared interface or address is missing on the host.
@@ -58,6 +35,7 @@ requirements:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - edgeft.failover.attributes.info_module
+  - edgeft.failover.planes.addresses
 notes:
   - Runs inside whatever network namespace the connection places it in; with
     the C(edgeft.failover.netns) connection it reports the namespace's interfaces.
@@ -114,6 +92,7 @@ problems:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.edgeft.failover.plugins.module_utils import module_options
 from ansible_collections.edgeft.failover.plugins.module_utils import plane_info as core
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
 
@@ -121,12 +100,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.module_result impo
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            planes=dict(type='list', elements='dict', required=True, options=dict(
-                name=dict(type='str', required=True),
-                interface=dict(type='str', required=True),
-                ipv4=dict(type='str'),
-                ipv6=dict(type='str'),
-            )),
+            planes=module_options.planes(required=True, **module_options.plane_addresses()),
             fail_on_mismatch=dict(type='bool', default=True),
             require_carrier=dict(type='bool', default=False),
         ),

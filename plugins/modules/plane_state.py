@@ -26,43 +26,22 @@ description:
     alone - this host's traffic for each named peer leaves O(plane) (its down
     bit for the plane is set, the active plane moves to the first other plane
     that can carry it), and O(state=active) puts it back. A record in
-    O(state_dir) says which drains this module made, so an undrain only
-    clears a down bit it set; a bit that the failover agent or the data
-    path's learning had already set stays.
+    O(state_dir) (C(peer_drains.json), one entry per O(pin_root)) says which
+    drains this module made, so an undrain only clears a down bit it set; a
+    bit that the failover agent or the data path's learning had already set
+    stays.
   - Always reports every plane (flags, data path counters, the NIC's kernel
     counters) and every peer (active plane, planes it avoids, last-seen ages,
-    addresses, per-peer drains); O(state=query) only reports.
+    addresses, per-peer drains), named as M(edgeft.failover.peer_table)
+    recorded them in O(state_dir); O(state=query) only reports.
 author:
   - edgeft maintainers (@edgeft)
 options:
-  pin_root:
-    description:
-      - The bpffs directory of this host's pinned edgeft maps.
-    type: path
-    required: true
   plane:
     description:
-      - The plane to drain or undrain, by name or by index (V(0) is the first plane).
-      - Names come from O(planes), else from the plane names
-        M(edgeft.failover.peer_table) recorded for O(pin_root).
+      - The plane to drain or undrain, by name (see O(planes)) or by index (V(0) is the first plane).
       - Required unless O(state=query).
     type: str
-  planes:
-    description:
-      - This host's planes in plane order, to name them; the same list as for
-        M(edgeft.failover.peer_table).
-      - When omitted, the names recorded by M(edgeft.failover.peer_table) are used.
-    type: list
-    elements: dict
-    suboptions:
-      name:
-        description: Plane name.
-        type: str
-        required: true
-      interface:
-        description: The NIC of this host that carries the plane.
-        type: str
-        required: true
   state:
     description:
       - V(drained) moves known peers' traffic off O(plane); V(active) lets it
@@ -110,15 +89,6 @@ options:
         too.
     type: bool
     default: true
-  state_dir:
-    description:
-      - Directory of the records of M(edgeft.failover.peer_table) (peer
-        names, plane names), read to name what is reported and to find the
-        peers of O(peers).
-      - The per-peer drains this module made are recorded there too, in
-        C(peer_drains.json) (one entry per O(pin_root)).
-    type: path
-    default: /var/lib/edgeft
 requirements:
   - root on the target
   - pyroute2 on the target for the NIC counters (Debian package C(python3-pyroute2));
@@ -126,6 +96,9 @@ requirements:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - edgeft.failover.attributes
+  - edgeft.failover.pin_root
+  - edgeft.failover.planes.names_only
+  - edgeft.failover.state_dir
 seealso:
   - module: edgeft.failover.peer_table
 '''
@@ -295,7 +268,7 @@ peers:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils import module_options
 from ansible_collections.edgeft.failover.plugins.module_utils.planes import state as core
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
 
@@ -303,17 +276,14 @@ from ansible_collections.edgeft.failover.plugins.module_utils.module_result impo
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            pin_root=dict(type='path', required=True),
+            pin_root=module_options.pin_root(),
             plane=dict(type='str'),
-            planes=dict(type='list', elements='dict', options=dict(
-                name=dict(type='str', required=True),
-                interface=dict(type='str', required=True),
-            )),
+            planes=module_options.planes(),
             state=dict(type='str', choices=['drained', 'active', 'query'], default='query'),
             force=dict(type='bool', default=False),
             peers=dict(type='list', elements='str'),
             notify_peers=dict(type='bool', default=True),
-            state_dir=dict(type='path', default=constants.STATE_DIR),
+            state_dir=module_options.state_dir(),
         ),
         required_if=[('state', 'drained', ('plane',)), ('state', 'active', ('plane',))],
         supports_check_mode=True,

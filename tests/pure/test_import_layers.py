@@ -20,7 +20,8 @@ from repo import REPO, collections_path
 # units of lower layers and units of its own group. The agent is a group of its own beside the
 # cores: it imports none of them, and none of them imports it.
 LAYERS = (
-    (0, "foundations", ("constants", "errors", "atomicfile", "jsonrecord", "netlink", "procsys", "module_result")),
+    (0, "foundations", ("constants", "errors", "atomicfile", "jsonrecord", "netlink", "procsys", "module_result",
+                        "module_options")),
     (1, "kernel facts and map layouts", ("datapath", "tc")),
     (2, "host model and fabric", ("host", "fabric")),
     (3, "cores", ("program", "planes", "peers", "routed", "plane_check", "plane_info", "multihome", "bond",
