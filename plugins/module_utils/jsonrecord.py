@@ -28,6 +28,18 @@ def read(path, version, what, error) -> dict:
     return data
 
 
+def read_config(path, error, hint=""):
+    """The JSON document of a configuration file; `error` (the caller's error class) says why
+    it cannot be read or parsed, naming the option `config`, with `hint` appended."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as e:
+        raise error("config: cannot read %s: %s%s" % (path, e.strerror or e, hint)) from None
+    except ValueError as e:
+        raise error("config: %s is not valid JSON: %s" % (path, e)) from None
+
+
 def write(state_dir, path, data) -> None:
     """Atomically replace path (in state_dir) with data: a crash leaves the old or the new file."""
     os.makedirs(state_dir, exist_ok=True)

@@ -27,6 +27,7 @@ import time
 from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+from ansible_collections.edgeft.failover.plugins.module_utils.fabric import sockets
 from ansible_collections.edgeft.failover.plugins.module_utils.host import nics
 from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError, normalize_planes, plane_names, resolve_plane
 from ansible_collections.edgeft.failover.plugins.module_utils.host.records import PeerTableRecord
@@ -176,14 +177,9 @@ SEND_WAIT_MS = 50  # how long a send waits for room in a full socket buffer
 
 
 def open_socket(family, interface, source, peers=1, tos=TOS):
-    af = socket.AF_INET if family == 4 else socket.AF_INET6
-    s = socket.socket(af, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+    s = None
     try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, interface.encode())
-        if family == 4:
-            s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
-        else:
-            s.setsockopt(socket.IPPROTO_IPV6, constants.IPV6_TCLASS, tos)
+        s = sockets.plane_socket(family, socket.SOCK_DGRAM, interface, tos)
         size = min(BUFFER_MAX, max(BUFFER_MIN, peers * BUFFER_PER_PEER))
         for force, plain in ((getattr(socket, "SO_RCVBUFFORCE", 33), socket.SO_RCVBUF),
                              (getattr(socket, "SO_SNDBUFFORCE", 32), socket.SO_SNDBUF)):
@@ -193,7 +189,8 @@ def open_socket(family, interface, source, peers=1, tos=TOS):
                 s.setsockopt(socket.SOL_SOCKET, plain, size)
         s.bind((source, 0))
     except OSError as e:
-        s.close()
+        if s is not None:
+            s.close()
         raise CheckError("plane: cannot open a check socket on %s from %s: %s" % (interface, source, e.strerror or e)) from None
     return s
 

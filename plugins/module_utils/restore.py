@@ -14,10 +14,9 @@ back with every plane usable and the agent judges carrier and probes afresh.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from ansible_collections.edgeft.failover.plugins.module_utils import peers
+from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord, peers
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.program.run import run as run_program
@@ -34,13 +33,7 @@ class RestoreError(EdgeftError):
 
 
 def load(path: str) -> dict:
-    try:
-        with open(path) as f:
-            cfg = json.load(f)
-    except OSError as e:
-        raise RestoreError("config: cannot read %s: %s (the ebpf_failover role writes it)" % (path, e.strerror or e)) from None
-    except ValueError as e:
-        raise RestoreError("config: %s is not valid JSON: %s" % (path, e)) from None
+    cfg = jsonrecord.read_config(path, RestoreError, " (the ebpf_failover role writes it)")
     missing = [s for s in STEPS if not isinstance(cfg, dict) or not isinstance(cfg.get(s), dict)]
     if missing:
         raise RestoreError("config: %s has no %s arguments (rerun the ebpf_failover role)" % (path, missing[0]))

@@ -31,16 +31,16 @@ import time
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_SCAN_MS
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.endpoint import Endpoint
-from ansible_collections.edgeft.failover.plugins.module_utils.agent.firsthop import FirstHop
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.judge import Dampening, Judge
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.names import PeerNames
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.path import Path
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.planewatch import PlaneWatch
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.prober import Prober
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.routekeeper import RouteKeeper
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.steer import Steering
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.wheel import TimerWheel
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute, layout, probe
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout, probe
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
-from ansible_collections.edgeft.failover.plugins.module_utils.fabric import routes
 
 EVENT_LOG = 500  # recent state changes kept for status
 
@@ -69,7 +69,9 @@ class PlaneState:
         return self.judge.up and not self.flags & layout.PLANE_DRAINED
 
 
-class Agent:
+class Agent(PlaneWatch, RouteKeeper):
+    """The agent; its plane judgement and its routes are in planewatch.py and routekeeper.py."""
+
     def __init__(self, cfg, maps, planes, log, clock=time.monotonic_ns):
         self.cfg = cfg
         self.log = log
@@ -153,18 +155,6 @@ class Agent:
         self.wheel.schedule(now + ACTIVITY_SCAN_MS * 1000000, self._tick_activity)
         self.log.info("started: %d plane(s), %d peer(s), %d path(s); %s", len(self.planes), len(self.peers),
                       len(self.paths), self.cfg.summary())
-
-    def _first_hop(self, spec, now):
-        """The plane's gateway to probe (routed planes), in probe_family order; None on L2 planes."""
-        order = (4, 6) if self.cfg.probe_family == "auto" else (self.cfg.probe_family,)
-        for family in order:
-            gateway = spec["gateway"].get(family)
-            if gateway and spec.get(family):
-                fh = FirstHop(spec["index"], family, gateway, Judge(True, self.cfg.hold_down_ns, self.damp(), now),
-                              self.cfg.multiplier, self.log)
-                fh.path.timer = self.wheel.schedule(now + self.cfg.interval_ns, lambda t, f=fh: self._probe_first_hop(f, t))
-                return fh
-        return None
 
     def _routes_http(self) -> dict:
         from ansible_collections.edgeft.failover.plugins.module_utils.agent import report
@@ -258,107 +248,6 @@ class Agent:
             path.timer.cancel()
         self.paths.pop((path.peer_id, path.plane), None)
         self.by_address.pop((path.plane, path.family, path.address), None)
-
-    def sync_routes(self) -> None:
-        """Make the backup and held tables (routes.py) match the peers and our plane judgements."""
-        br = self.cfg.backup_routes
-        try:
-            added_rules = routes.ensure_rules(br["table"], br["priority"])
-            added_rules += ["ignore_routes_with_linkdown " + c for c in routes.ignore_linkdown(
-                [p["interface"] for p in self.plane_specs])]
-            prefixes = {(p["index"], f): net for p in self.plane_specs for f, net in p["prefixes"].items()}
-            routed = {s.index for s in self.planes.values() if s.flags & layout.PLANE_ROUTED}
-            self.route_want = routes.desired(self.peers, self.plane_specs, prefixes, routed)
-            added, removed, errors = routes.reconcile(br["table"], self.route_want)
-            # A drained plane's peer addresses are held too: plane_state put them there at the drain
-            # (planes/drain_routes.py) and takes them out at the undrain. So are those of failed paths.
-            failed = self._failed_path_addresses()
-            held = {k: v for k, v in self.route_want.items() if self._held(k, v[3], failed)}
-            held_added, held_removed, held_errors = routes.reconcile(br["table"] + 1, held)
-            errors += held_errors
-        except iproute.IpCommandError as e:
-            added_rules, added, removed, held_added, held_removed, errors = [], [], [], [], [], [str(e)]
-        if added_rules or added or removed or held_added or held_removed:
-            self.log.info("backup routes (table %d): %s%d added, %d removed; held (table %d): %d added, %d removed",
-                          br["table"], "rules added: %s; " % ", ".join(added_rules) if added_rules else "",
-                          len(added), len(removed), br["table"] + 1, len(held_added), len(held_removed))
-        self._route_errors(errors)
-
-    def _path_addresses(self, path) -> set:
-        """(family, address) of the path's peer on the path's plane (both families)."""
-        peer = self.peers.get(path.peer_id)
-        if peer is None:
-            return set()
-        return {(family, peer[key][path.plane]) for family, key in ((4, "v4"), (6, "v6"))
-                if path.plane < len(peer[key]) and peer[key][path.plane]}
-
-    def _failed_path_addresses(self) -> set:
-        """(family, address) of each peer address on a plane whose path to that peer is failed over."""
-        return set().union(*(self._path_addresses(path) for path in self.paths.values() if not path.judge.up))
-
-    def _held(self, key, native: int, failed=None) -> bool:
-        """Whether the held table routes this peer address (its plane down or drained, or its path failed)."""
-        plane = self.planes[native]
-        if not plane.judge.up or plane.flags & layout.PLANE_DRAINED:
-            return True
-        return key in (self._failed_path_addresses() if failed is None else failed)
-
-    def hold_routes(self, plane: int, held: bool) -> None:
-        """Put (or take) the peers' addresses on plane into the held table: one `ip` run.
-        Taking them out keeps the addresses that are still held for another reason."""
-        self._hold_routes(lambda key, native: native == plane, held)
-
-    def hold_path_routes(self, path, held: bool) -> None:
-        """Put (or take) one peer's addresses on the path's plane into the held table.
-
-        A path fails over while its plane's link stays up (a silent switch): the data path
-        steers the packets, but the kernel still resolves the peer's address on the plane
-        first, and once that neighbour entry expires (tens of seconds) and its probes go
-        unanswered, it drops every packet before tc sees it. The held route sends them
-        through the other plane's NIC, whose neighbour resolves."""
-        mine = self._path_addresses(path)
-        if mine:
-            self._hold_routes(lambda key, native: native == path.plane and key in mine, held)
-
-    def _hold_routes(self, selected, held: bool) -> None:
-        if not self.cfg.backup_routes["enabled"]:
-            return
-        table = str(self.cfg.backup_routes["table"] + 1)
-        failed = self._failed_path_addresses()
-        commands = []
-        tentative = None
-        for (family, dst), (gateway, dev, source, native) in sorted(self.route_want.items()):
-            if not selected((family, dst), native) or (not held and self._held((family, dst), native, failed)):
-                continue
-            if held:
-                # Our plane address stays the source: a routed plane translates only that one.
-                # IPv6 refuses it while tentative (its NIC is down): then connected sockets
-                # keep theirs and new ones pick the backup plane's address.
-                if family == 6 and tentative is None:
-                    tentative = self._tentative()
-                src = ["src", source] if family == 4 or source not in tentative else []
-                commands.append(["-%d" % family, "route", "replace", dst, "via", gateway, "dev", dev, "onlink"] + src
-                                + ["table", table, "proto", routes.PROTO])
-            else:
-                commands.append(["-%d" % family, "route", "del", dst, "table", table])
-        try:
-            errors = routes.batch(commands)
-        except OSError as e:
-            errors = [str(e)]
-        # Deleting what is already gone is fine (the kernel drops routes with their NIC).
-        self._route_errors([e for e in errors if held or "No such process" not in e])
-
-    def _tentative(self) -> set:
-        try:
-            return routes.tentative_addresses()
-        except (OSError, iproute.IpCommandError) as e:
-            self.log.warning("backup routes: cannot list tentative IPv6 addresses (%s): held IPv6 routes go without a source", e)
-            return {source for (_gateway, _dev, source, _native) in self.route_want.values()}
-
-    def _route_errors(self, errors) -> None:
-        if errors and errors != self.route_errors:
-            self.log.warning("backup routes: %s", errors[0])
-        self.route_errors = errors
 
     # ------------------------------------------------------------- loop
     def run(self) -> None:
@@ -458,33 +347,6 @@ class Agent:
             self.log.warning("reading the peers' traffic stamps failed: %s", e)
         self.wheel.schedule(now + ACTIVITY_SCAN_MS * 1000000, self._tick_activity)
 
-    def _probe_first_hop(self, fh, now) -> None:
-        fh.path.check(now)
-        self._judge_first_hop(fh, now)
-        state = self.planes[fh.plane]
-        if fh.open(state.spec, self.cfg.probe_tos, self._watch_probe_socket) is None or not fh.send(self.session, self.clock()):
-            fh.path.send_errors += 1
-        nxt = fh.path.timer.deadline + self.cfg.interval_ns
-        fh.path.timer = self.wheel.schedule(nxt if nxt > now else now + self.cfg.interval_ns,
-                                            lambda t, f=fh: self._probe_first_hop(f, t))
-
-    def _judge_first_hop(self, fh, now) -> None:
-        """The plane follows its first hop as it follows carrier: down when it stops
-        answering (if another plane can take the traffic), up after the hold-down."""
-        state = self.planes[fh.plane]
-        alive = state.alive
-        if alive == state.judge.alive:
-            return
-        if alive:
-            state.judge.observe(True, now)
-            self.log.info("plane %s: first hop %s answers again; UP after %d ms of replies", state.name,
-                          fh.path.address, max(self.cfg.hold_down_ns, state.judge.damp.reuse_in_ns(now)) // 1000000)
-            return
-        if not any(s is not state and s.usable and s.alive for s in self.planes.values()):
-            return  # nowhere to go (or our own stack is stuck): judged again at the next probe
-        state.judge.observe(False, now)
-        self._plane_down(state, now, "first hop %s: no reply to %d probes in a row" % (fh.path.address, fh.path.misses))
-
     def _on_probe_readable(self, _sock) -> None:
         """Replies are read in _drain_probes, right after select returns."""
 
@@ -540,65 +402,6 @@ class Agent:
 
     def peer_paths(self, peer_id):
         return [p for (pid, _plane), p in self.paths.items() if pid == peer_id]
-
-    # ------------------------------------------------------------- planes
-    def _on_links(self, _sock) -> None:
-        now = self.clock()
-        events = self.links.read()
-        if self.links.overflowed:
-            self.links.overflowed = False
-            events.extend(netlink.dump_links().items())
-        by_ifindex = {s.spec["ifindex"]: s for s in self.planes.values()}
-        for ifindex, flags in events:
-            state = by_ifindex.get(ifindex)
-            if state is None:
-                continue
-            carrier = flags is not None and netlink.carrier(flags)
-            came_back = carrier and not state.carrier
-            state.carrier = carrier
-            if came_back and state.routes_lost and self.cfg.backup_routes["enabled"]:
-                self.sync_routes()
-                state.routes_lost = False
-            if not state.judge.observe(state.alive, now):
-                continue
-            nic = state.spec["interface"]
-            if not carrier:
-                reason = "deleted" if flags is None else ("admin down" if not flags & netlink.IFF_UP else "no carrier")
-                # Admin-down (or deletion) makes the kernel delete the routes through the NIC,
-                # our backup routes included; mere carrier loss does not.
-                state.routes_lost = state.routes_lost or reason != "no carrier"
-                if not self._plane_down(state, now, "%s on %s" % (reason, nic)):
-                    self.log.info("plane %s: %s on %s again while down: hold-down starts over", state.name, reason, nic)
-            else:
-                damp = state.judge.damp
-                wait = max(self.cfg.hold_down_ns, damp.reuse_in_ns(now))
-                self.log.info("plane %s: carrier back on %s; UP again after %d ms of stable carrier%s", state.name, nic,
-                              wait // 1000000, " (flap dampening: penalty %d)" % damp.penalty(now) if damp.suppressed(now) else "")
-
-    def _plane_down(self, state, now, reason) -> bool:
-        if not state.judge.fail(now):
-            return False
-        self.steer.set_plane_up(state.index, False)
-        state.flags &= ~layout.PLANE_UP
-        state.failovers += 1
-        self.totals["failovers"] += 1
-        self._event(now, "failover", "plane", state.index, reason + " -> every peer's traffic leaves the plane")
-        self.hold_routes(state.index, True)
-        return True
-
-    def _tick_planes(self, now) -> None:
-        for state in self.planes.values():
-            if state.judge.recover(now):
-                self.steer.set_plane_up(state.index, True)
-                state.flags |= layout.PLANE_UP
-                if not state.flags & layout.PLANE_DRAINED:  # else the undrain releases them
-                    self.hold_routes(state.index, False)
-                state.failbacks += 1
-                self.totals["failbacks"] += 1
-                self._event(now, "failback", "plane", state.index, "%s stable for %d ms (hold-down %d ms)" % (
-                    "carrier" if state.first_hop is None else "carrier and first hop", state.judge.stable_for(now) // 1000000,
-                    self.cfg.hold_down_ms))
-        self.wheel.schedule(now + self.cfg.interval_ns, self._tick_planes)
 
     def _tick_resync(self, now) -> None:
         try:

@@ -11,9 +11,8 @@ are checked in checks.py.
 from __future__ import annotations
 
 import ipaddress
-import json
 
-from ansible_collections.edgeft.failover.plugins.module_utils import constants
+from ansible_collections.edgeft.failover.plugins.module_utils import constants, jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
 DEFAULTS = {
@@ -64,13 +63,7 @@ def load(path, overrides=None) -> "Config":
     """Read the JSON file at path (None: defaults only), apply overrides, validate."""
     data = {}
     if path is not None:
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except OSError as e:
-            raise ConfigError("config: cannot read %s: %s" % (path, e.strerror or e)) from None
-        except ValueError as e:
-            raise ConfigError("config: %s is not valid JSON: %s" % (path, e)) from None
+        data = jsonrecord.read_config(path, ConfigError)
         if not isinstance(data, dict):
             raise ConfigError("config: %s must hold a JSON object" % path)
     for key, value in (overrides or {}).items():

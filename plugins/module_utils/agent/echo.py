@@ -14,9 +14,8 @@ from __future__ import annotations
 import socket
 import struct
 
-from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
-from ansible_collections.edgeft.failover.plugins.module_utils.fabric import icmp
+from ansible_collections.edgeft.failover.plugins.module_utils.fabric import icmp, sockets
 
 ICMP6_FILTER = 1
 
@@ -52,16 +51,10 @@ def open_socket(family: int, interface: str, source: str, tos: int):
 
     Raises OSError (no CAP_NET_RAW, address not there yet...).
     """
-    if family == 4:
-        s = socket.socket(socket.AF_INET, socket.SOCK_RAW | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC, socket.IPPROTO_ICMP)
-    else:
-        s = socket.socket(socket.AF_INET6, socket.SOCK_RAW | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC, socket.IPPROTO_ICMPV6)
+    s = sockets.plane_socket(family, socket.SOCK_RAW, interface, tos,
+                             socket.IPPROTO_ICMP if family == 4 else socket.IPPROTO_ICMPV6)
     try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, interface.encode())
-        if family == 4:
-            s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
-        else:
-            s.setsockopt(socket.IPPROTO_IPV6, constants.IPV6_TCLASS, tos)
+        if family == 6:
             # Only echo replies reach the socket: a bit set in the filter blocks that type.
             blocked = [0xFFFFFFFF] * 8
             blocked[icmp.ECHO_REPLY[6] >> 5] &= ~(1 << (icmp.ECHO_REPLY[6] & 31))

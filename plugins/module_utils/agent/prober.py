@@ -13,8 +13,8 @@ from __future__ import annotations
 import errno
 import socket
 
-from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
+from ansible_collections.edgeft.failover.plugins.module_utils.fabric import sockets
 
 # Errors that say "this socket cannot work now" (address gone, NIC gone): reopen later.
 _REOPEN = (errno.EADDRNOTAVAIL, errno.ENODEV, errno.EINVAL)
@@ -41,17 +41,13 @@ class Prober:
         source = spec.get(family)
         if source is None:
             return None
-        af = socket.AF_INET if family == 4 else socket.AF_INET6
-        s = socket.socket(af, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+        s = None
         try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, spec["interface"].encode())
-            if family == 4:
-                s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, self.tos)
-            else:
-                s.setsockopt(socket.IPPROTO_IPV6, constants.IPV6_TCLASS, self.tos)
+            s = sockets.plane_socket(family, socket.SOCK_DGRAM, spec["interface"], self.tos)
             s.bind((source, 0))
         except OSError as e:
-            s.close()
+            if s is not None:
+                s.close()
             text = "probe socket on %s (%s) cannot open: %s" % (spec["interface"], source, e.strerror or e)
             if self.failed.get(key) != text:
                 self.log.warning(text)

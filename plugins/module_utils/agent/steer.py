@@ -3,7 +3,7 @@
 """The agent's writes to the data path maps, and what it reads back at start.
 
 Each write is a read-modify-write of one value under the pin directory lock
-(maps.pin_dir_lock), like the modules' writes. The agent owns two things
+(handle.pin_dir_lock), like the modules' writes. The agent owns two things
 (docs/datapath.md): the UP flag of each plane, and the down bits of peers that
 are not learned (its judgement). Learned bits and DRAINED are never set here.
 """
@@ -11,7 +11,8 @@ are not learned (its judgement). Learned bits and DRAINED are never set here.
 from __future__ import annotations
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import now_ns, pin_dir_lock
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.handle import pin_dir_lock
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import now_ns
 
 
 class Steering:

@@ -20,6 +20,7 @@ import contextlib
 from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.spec import OptionError
 
+
 class RouteRecord(jsonrecord.Record):
     FILE, LOCK, WHAT, SECTION = "backup_routes.json", "backup_routes.lock", "backup_routes record", "namespaces"
 

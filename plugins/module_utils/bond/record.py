@@ -17,6 +17,7 @@ import contextlib
 from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.bond.spec import OptionError
 
+
 class BondRecord(jsonrecord.Record):
     FILE, LOCK, WHAT, SECTION = "bond.json", "bond.lock", "bond record", "namespaces"
 
@@ -38,7 +39,7 @@ class BondRecord(jsonrecord.Record):
         self.bonds = bonds
 
     @contextlib.contextmanager
-    def locked(self, key, create=True):
+    def locked_namespace(self, key, create=True):
         """Load this namespace's bonds under an exclusive lock; check mode (create=False)
         never creates state_dir."""
         self.key = key

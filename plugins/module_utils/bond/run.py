@@ -36,7 +36,7 @@ def bond(params, check_mode=False):
             errors, warnings = spec.host_problems(desired, links)
             if errors:
                 raise OptionError("; ".join(errors))
-        with record.locked(kernel.netns_id(), create=not check_mode):
+        with record.locked_namespace(kernel.netns_id(), create=not check_mode):
             entry = record.entry(name)
             if desired is not None:
                 steps = changes.present_steps(desired, current, links, entry)

@@ -18,7 +18,8 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors im
     DatapathError,
     HeadersMissingError,
 )
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps, check_map, pin_dir_lock
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.handle import check_map, pin_dir_lock
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
 
 SOURCE = "failover_tc.c"
 PROGRAMS = {"egress": "edgeft_egress", "ingress": "edgeft_ingress"}

@@ -9,7 +9,8 @@ import os
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps, pin_dir_lock
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.handle import pin_dir_lock
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
 from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError
 
 ATTACH_HINT = "attach the programs first with edgeft.failover.ebpf_program"

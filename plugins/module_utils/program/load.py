@@ -14,7 +14,7 @@ import tempfile
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import build, layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import check_map, pin_dir_lock
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.handle import check_map, pin_dir_lock
 from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ProgramError
 
 _OUTPUT_TAIL = 6000

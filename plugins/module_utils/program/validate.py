@@ -11,7 +11,7 @@ import os
 from ansible_collections.edgeft.failover.plugins.module_utils import netlink, tc
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys, build, layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import check_map
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.handle import check_map
 from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import (
     DEFAULT_HANDLE,
     DEFAULT_PRIORITY,

@@ -25,7 +25,7 @@ import hostlab as L
 from ansible_collections.edgeft.failover.plugins.module_utils.planes import drain_routes
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.steer import Steering
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import MapHandle
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.handle import MapHandle
 from ansible_collections.edgeft.failover.plugins.modules import peer_table, plane_state
 
 
