@@ -16,9 +16,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord, peers
+from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError
+from ansible_collections.edgeft.failover.plugins.module_utils.peers.apply import PeerTableApplyError
+from ansible_collections.edgeft.failover.plugins.module_utils.peers.run import peer_table
+from ansible_collections.edgeft.failover.plugins.module_utils.peers.spec import ARGUMENT_SPEC as PEER_TABLE_SPEC
 from ansible_collections.edgeft.failover.plugins.module_utils.program.run import run as run_program
 from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ARGUMENT_SPEC as PROGRAM_SPEC
 from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ProgramError
@@ -73,8 +77,8 @@ def restore(cfg: dict, check_mode: bool = False) -> dict:
     if check_mode and result["changed"]:
         return out  # nothing is pinned yet to fill
     try:
-        result, _warnings = peers.peer_table(with_defaults(peers.ARGUMENT_SPEC, cfg["peer_table"]), check_mode)
-    except (peers.OptionError, peers.PeerTableApplyError, DatapathError, OSError) as e:
+        result, _warnings = peer_table(with_defaults(PEER_TABLE_SPEC, cfg["peer_table"]), check_mode)
+    except (OptionError, PeerTableApplyError, DatapathError, OSError) as e:
         raise RestoreError("peer_table: %s" % e) from None
     out["peer_table"] = result["changed"]
     return out

@@ -215,13 +215,14 @@ failover_addresses:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.edgeft.failover.plugins.module_utils import peers as core
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
+from ansible_collections.edgeft.failover.plugins.module_utils.peers import run as core
+from ansible_collections.edgeft.failover.plugins.module_utils.peers.spec import ARGUMENT_SPEC
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=core.ARGUMENT_SPEC,
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     pin_root = module.params['pin_root']

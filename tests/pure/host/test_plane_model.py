@@ -11,9 +11,10 @@ import copy
 
 import pytest
 
-from ansible_collections.edgeft.failover.plugins.module_utils import peers, plane_check, plane_info
+from ansible_collections.edgeft.failover.plugins.module_utils import plane_check, plane_info
 from ansible_collections.edgeft.failover.plugins.module_utils.host import planes as model
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome import spec as multihome_spec
+from ansible_collections.edgeft.failover.plugins.module_utils.peers import run as peer_table
 from ansible_collections.edgeft.failover.plugins.module_utils.planes import state as plane_state
 
 A = {"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16", "ipv6": "fd0e:d6ef:7a00:1::b/64"}
@@ -71,7 +72,7 @@ def _multihome(planes):
 
 
 def _peer_table(planes):
-    peers.peer_table({"planes": planes, "peers": [], "pin_root": PIN_ROOT, "state_dir": "/nonexistent"})
+    peer_table.peer_table({"planes": planes, "peers": [], "pin_root": PIN_ROOT, "state_dir": "/nonexistent"})
 
 
 def _plane_info(planes):

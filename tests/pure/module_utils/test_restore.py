@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from ansible_collections.edgeft.failover.plugins.module_utils import peers, restore
+from ansible_collections.edgeft.failover.plugins.module_utils import restore
+from ansible_collections.edgeft.failover.plugins.module_utils.peers import spec as peers
 from ansible_collections.edgeft.failover.plugins.module_utils.program import spec
 
 
