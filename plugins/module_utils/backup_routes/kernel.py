@@ -15,6 +15,7 @@ import socket
 
 from ansible_collections.edgeft.failover.plugins.module_utils import constants, netlink, procsys
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+from ansible_collections.edgeft.failover.plugins.module_utils.host import nics
 
 PROTO = constants.ROUTE_PROTO
 RT_TABLE_MAIN = 254
@@ -45,22 +46,8 @@ def open_ipr():
 
 # ------------------------------------------------------------------ links
 def links(ipr) -> dict:
-    """ifname -> {ifindex, kind, master (ifname or None), addresses [ip_interface strings]}."""
-    by_index, out = {}, {}
-    for msg in ipr.get_links():
-        info = msg.get_attr("IFLA_LINKINFO")
-        kind = info.get_attr("IFLA_INFO_KIND") if info is not None else None
-        name = msg.get_attr("IFLA_IFNAME")
-        by_index[msg["index"]] = name
-        out[name] = {"ifindex": msg["index"], "kind": kind, "master": msg.get_attr("IFLA_MASTER"), "addresses": []}
-    for entry in out.values():
-        entry["master"] = by_index.get(entry["master"]) if entry["master"] else None
-    for msg in ipr.get_addr():
-        name = by_index.get(msg["index"])
-        addr = msg.get_attr("IFA_ADDRESS")
-        if name in out and addr:
-            out[name]["addresses"].append("%s/%d" % (addr, msg["prefixlen"]))
-    return out
+    """ifname -> {ifindex, kind, master, up, mtu, addresses, info_data}: host/nics.py's links()."""
+    return nics.links(ipr)
 
 
 # ----------------------------------------------------------------- routes

@@ -13,10 +13,10 @@ import os
 from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.bond import changes, mapping
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+from ansible_collections.edgeft.failover.plugins.module_utils.host import nics
 
 NO_DRIVER = ("bond: this kernel has no bonding driver (CONFIG_BONDING); load the module `bonding` or use a kernel "
              "that has it")
-IFF_UP = 0x1
 
 
 class KernelError(EdgeftError, RuntimeError):
@@ -63,27 +63,8 @@ def driver_status(sys_root="/sys", modules_root="/lib/modules", proc_root="/proc
 
 # ------------------------------------------------------------------- read
 def links(ipr) -> dict:
-    """ifname -> {ifindex, kind, master (ifname), up (admin), mtu, addresses, info_data}."""
-    by_index, out = {}, {}
-    for msg in ipr.get_links():
-        name = msg.get_attr("IFLA_IFNAME")
-        info = msg.get_attr("IFLA_LINKINFO")
-        kind = info.get_attr("IFLA_INFO_KIND") if info is not None else None
-        data = info.get_attr("IFLA_INFO_DATA") if info is not None else None
-        by_index[msg["index"]] = name
-        out[name] = {
-            "ifindex": msg["index"], "kind": kind, "master": msg.get_attr("IFLA_MASTER"),
-            "up": bool(msg["flags"] & IFF_UP), "mtu": msg.get_attr("IFLA_MTU"), "addresses": [],
-            "info_data": dict(data["attrs"]) if data is not None and kind == "bond" else None,
-        }
-    for entry in out.values():
-        entry["master"] = by_index.get(entry["master"]) if entry["master"] else None
-    for msg in ipr.get_addr():
-        name = by_index.get(msg["index"])
-        addr = msg.get_attr("IFA_ADDRESS")
-        if name in out and addr:
-            out[name]["addresses"].append("%s/%d" % (addr, msg["prefixlen"]))
-    return out
+    """ifname -> {ifindex, kind, master, up, mtu, addresses, info_data}: host/nics.py's links()."""
+    return nics.links(ipr)
 
 
 def read_bond(name, links_) -> dict:

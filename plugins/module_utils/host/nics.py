@@ -9,6 +9,7 @@ import socket
 
 from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 
+IFF_UP = 0x1
 COUNTERS = ("rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
 RT_SCOPE_UNIVERSE = 0
 # Not usable as a source: still in duplicate address detection, or failed it.
@@ -80,4 +81,29 @@ def stats(ifindexes, warnings=None) -> dict:
             carrier = msg.get_attr("IFLA_CARRIER")
             nic["carrier"] = bool(carrier) if carrier is not None else msg.get_attr("IFLA_OPERSTATE") == "UP"
             out[ifindex] = nic
+    return out
+
+
+def links(ipr) -> dict:
+    """ifname -> {ifindex, kind, master (ifname or None), up (admin), mtu, addresses
+    (ip_interface strings), info_data (a bond's IFLA_INFO_DATA attributes, else None)}."""
+    by_index, out = {}, {}
+    for msg in ipr.get_links():
+        name = msg.get_attr("IFLA_IFNAME")
+        info = msg.get_attr("IFLA_LINKINFO")
+        kind = info.get_attr("IFLA_INFO_KIND") if info is not None else None
+        data = info.get_attr("IFLA_INFO_DATA") if info is not None else None
+        by_index[msg["index"]] = name
+        out[name] = {
+            "ifindex": msg["index"], "kind": kind, "master": msg.get_attr("IFLA_MASTER"),
+            "up": bool(msg["flags"] & IFF_UP), "mtu": msg.get_attr("IFLA_MTU"), "addresses": [],
+            "info_data": dict(data["attrs"]) if data is not None and kind == "bond" else None,
+        }
+    for entry in out.values():
+        entry["master"] = by_index.get(entry["master"]) if entry["master"] else None
+    for msg in ipr.get_addr():
+        name = by_index.get(msg["index"])
+        addr = msg.get_attr("IFA_ADDRESS")
+        if name in out and addr:
+            out[name]["addresses"].append("%s/%d" % (addr, msg["prefixlen"]))
     return out

@@ -26,6 +26,20 @@ def _peer(report, name):
     return None
 
 
+def _peers_of_drained_hosts(plan, after, out):
+    """(peer host, drained host, its entry in the peer's report) for every peer host that reports
+    the drained host; a peer host without a report adds a line to out."""
+    for host in plan["peers"]:
+        report = after.get(host)
+        if report is None:
+            out.append("%s: no report (unreachable?)" % host)
+            continue
+        for name in plan["hosts"]:
+            peer = _peer(report, name)
+            if peer is not None:  # else not a peer of this host: it sends nothing to it through edgeft
+                yield host, name, peer
+
+
 def _skipped(before, after) -> int:
     """steer_skipped packets between two reports of one host, every plane."""
     if not before or not after:
@@ -60,20 +74,12 @@ def still_used(plan: dict, before: dict, after: dict, window_ms: int) -> list:
         skipped = _skipped(before.get(host), after.get(host))
         if skipped:
             out.append("%s: %d packets found no plane to move to and stayed on their own" % (host, skipped))
-    for host in plan["peers"]:
-        a = after.get(host)
-        if a is None:
-            out.append("%s: no report (unreachable?)" % host)
-            continue
-        for name in plan["hosts"]:
-            peer = _peer(a, name)
-            if peer is None:
-                continue  # not a peer of this host: it sends nothing to it through edgeft
-            if plane not in (peer.get("down_planes") or []):
-                out.append("%s: still sends to %s on plane %r" % (host, name, plane))
-            age = (peer.get("last_seen_age_ms") or {}).get(plane)
-            if age is not None and age < window_ms and name in served:
-                out.append("%s: still receives from %s on plane %r (%d ms ago)" % (host, name, plane, age))
+    for host, name, peer in _peers_of_drained_hosts(plan, after, out):
+        if plane not in (peer.get("down_planes") or []):
+            out.append("%s: still sends to %s on plane %r" % (host, name, plane))
+        age = (peer.get("last_seen_age_ms") or {}).get(plane)
+        if age is not None and age < window_ms and name in served:
+            out.append("%s: still receives from %s on plane %r (%d ms ago)" % (host, name, plane, age))
     return out
 
 
@@ -88,13 +94,7 @@ def leftovers(plan: dict, after: dict) -> list:
         p = plane_entry(a, plane)
         if p is None or p.get("drained"):
             out.append("%s: plane %r is still drained" % (host, plane))
-    for host in plan["peers"]:
-        a = after.get(host)
-        if a is None:
-            out.append("%s: no report (unreachable?)" % host)
-            continue
-        for name in plan["hosts"]:
-            peer = _peer(a, name)
-            if peer is not None and plane in (peer.get("drained_planes") or []):
-                out.append("%s: still steers its traffic for %s off plane %r" % (host, name, plane))
+    for host, name, peer in _peers_of_drained_hosts(plan, after, out):
+        if plane in (peer.get("drained_planes") or []):
+            out.append("%s: still steers its traffic for %s off plane %r" % (host, name, plane))
     return out
