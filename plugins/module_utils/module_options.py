@@ -1,7 +1,8 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The argument spec pieces several modules share, each the spec of a doc fragment in
-plugins/doc_fragments (ansible-test's validate-modules holds the two to each other).
+plugins/doc_fragments (ansible-test's validate-modules holds the two to each other), and the
+checks of option values that the cores share.
 
 A function each, so that every module gets dicts of its own.
 """
@@ -36,3 +37,16 @@ def planes(required=False, **suboptions) -> dict:
 def plane_addresses() -> dict:
     """The planes suboptions ipv4 and ipv6 (edgeft.failover.planes.addresses and .multihome)."""
     return dict(ipv4=dict(type='str'), ipv6=dict(type='str'))
+
+
+def int_in_range(value, where, low, high, error) -> int:
+    """value (an int, or decimal text) as an int in low..high; else `error` (the caller's option
+    error class) naming the option `where`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value), 10)
+        except ValueError:
+            raise error("%s: %r is not an integer" % (where, value)) from None
+    if not low <= value <= high:
+        raise error("%s: %d is out of range (%d to %d)" % (where, value, low, high))
+    return value

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from ansible_collections.edgeft.failover.plugins.module_utils import module_options
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
 MODES = ("metric", "multipath")
@@ -40,14 +41,7 @@ def route_key(route) -> tuple:
 
 
 def _int(value, where, low, high):
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(str(value), 10)
-        except ValueError:
-            raise OptionError("%s: %r is not an integer" % (where, value)) from None
-    if not low <= value <= high:
-        raise OptionError("%s: %d is out of range (%d to %d)" % (where, value, low, high))
-    return value
+    return module_options.int_in_range(value, where, low, high, OptionError)
 
 
 def _dst(value, where):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from ansible_collections.edgeft.failover.plugins.module_utils import module_options
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
 MODES = ("balance-rr", "active-backup", "balance-xor", "broadcast", "802.3ad", "balance-tlb", "balance-alb")
@@ -55,16 +56,7 @@ def interface_name(value, where):
 
 
 def _int(value, where, low=0, high=INT_MAX):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(str(value), 10)
-        except ValueError:
-            raise OptionError("%s: %r is not an integer" % (where, value)) from None
-    if not low <= value <= high:
-        raise OptionError("%s: %d is out of range (%d to %d)" % (where, value, low, high))
-    return value
+    return None if value is None else module_options.int_in_range(value, where, low, high, OptionError)
 
 
 def _choice(value, where, choices):
