@@ -111,6 +111,15 @@ def report_rebuild(what, problem):
     warnings.warn(message, UserWarning, stacklevel=2)
 
 
+def held(shared):
+    """For a session fixture: yield `shared` (a SharedDeployment, or the agent tests' SharedLab)
+    and release its lab when the session is done with it."""
+    try:
+        yield shared
+    finally:
+        shared.release()
+
+
 class SharedDeployment:
     """One deployed lab of a topology for every test of the run that only needs a deployed
     lab (tests/lab/conftest.py); `neutral()` hands it out as a deployment leaves it. A lab a

@@ -131,6 +131,18 @@ class TwoHosts:
 
 
 @contextlib.contextmanager
+def attached_two_hosts(tmp_path_factory):
+    """two_hosts on a private bpffs, both hosts' programs compiled and attached, and a state
+    directory per host in `state_dirs` (from pytest's tmp_path_factory): for a module's lab."""
+    with bpffs() as root, two_hosts(root) as lab:
+        lab.compile(hosts=(1, 2))
+        lab.attach(1)
+        lab.attach(2)
+        lab.state_dirs = {h: str(tmp_path_factory.mktemp("state-h%d" % h)) for h in (1, 2)}
+        yield lab
+
+
+@contextlib.contextmanager
 def two_hosts(root: str):
     lab = TwoHosts(root)
     try:

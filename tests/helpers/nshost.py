@@ -1,6 +1,7 @@
 """The one namespace toolkit of the kernel tests: enter a network namespace, mount a private
 bpffs, and run a module's main() in-process inside a namespace with Ansible's real argument
-parsing. The two-host, multihome and ebpf_program test environments are built on it.
+parsing; make a throwaway namespace of veth pairs. The two-host, multihome and ebpf_program
+test environments are built on it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import uuid
 from unittest import mock
 
 CLONE_NEWNET = 0x40000000
@@ -46,6 +48,50 @@ def bpffs(path: str | None = None):
     finally:
         ctypes.CDLL(None, use_errno=True).umount2(os.fsencode(path), MNT_DETACH)
         shutil.rmtree(path, ignore_errors=True)
+
+
+def ip_ns(name: str, *args: str) -> str:
+    """`ip -n name ARGS...`'s output; raises when it fails."""
+    return subprocess.run(["ip", "-n", name, *args], check=True, capture_output=True, text=True).stdout
+
+
+def create_veth_netns(prefix: str, veths, lo_up: bool = False) -> str:
+    """A new network namespace `prefix-<random hex>`: for each (nic, far, addresses) of `veths`
+    a veth pair nic/far, both ends inside and up, with `addresses` on nic (an IPv6 one without
+    duplicate address detection); loopback up as well when `lo_up`. Nothing is added to the
+    machine's own namespace. Removed again when building it fails; else the caller removes it
+    (remove_netns)."""
+    name = "%s-%s" % (prefix, uuid.uuid4().hex[:10])
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        if lo_up:
+            ip_ns(name, "link", "set", "lo", "up")
+        for nic, far, addresses in veths:
+            ip_ns(name, "link", "add", nic, "type", "veth", "peer", "name", far)
+            for address in addresses:
+                ip_ns(name, "addr", "add", address, "dev", nic, *(["nodad"] if ":" in address else []))
+            ip_ns(name, "link", "set", nic, "up")
+            ip_ns(name, "link", "set", far, "up")
+    except BaseException:
+        remove_netns(name)
+        raise
+    return name
+
+
+def remove_netns(name: str) -> None:
+    """Remove namespace `name` and everything in it (no error when it is already gone)."""
+    subprocess.run(["ip", "netns", "del", name], check=False, capture_output=True)
+
+
+@contextlib.contextmanager
+def veth_netns(prefix: str, veths, lo_up: bool = False):
+    """create_veth_netns for the block: yields the namespace's name, removed afterwards, also
+    when the test fails."""
+    name = create_veth_netns(prefix, veths, lo_up)
+    try:
+        yield name
+    finally:
+        remove_netns(name)
 
 
 class ModuleExit(Exception):

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from deployed import SHARED, SharedDeployment
+from deployed import SHARED, SharedDeployment, held
 
 HERE = Path(__file__).resolve().parent
 
@@ -17,11 +17,7 @@ HERE = Path(__file__).resolve().parent
 def _shared(tmp_path_factory, topology):
     if os.geteuid() != 0:
         pytest.fail('the deployed lab tests need root (namespaces, tc, bpf)')
-    shared = SharedDeployment(tmp_path_factory.mktemp('inv-%s' % topology), 'sd', topology)
-    try:
-        yield shared
-    finally:
-        shared.release()
+    yield from held(SharedDeployment(tmp_path_factory.mktemp('inv-%s' % topology), 'sd', topology))
 
 
 @pytest.fixture(scope='session')

@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import uuid
 
 
 import pytest
 
 import hostlab as L
+from nshost import ip_ns as sh, veth_netns
 
 from ansible_collections.edgeft.failover.plugins.modules import backup_routes
 
@@ -33,25 +32,12 @@ MP = {"dst": "198.18.3.0/24", "mode": "multipath", "weights": [1, 3],
 SYSCTLS = ["net.ipv%d.conf.%s.ignore_routes_with_linkdown" % (f, nic) for f in (4, 6) for nic in ("fab0", "fab1")]
 
 
-def sh(ns, *args):
-    return subprocess.run(["ip", "-n", ns, *args], check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture
 def host(tmp_path):
-    ns = "eft-br-%s" % uuid.uuid4().hex[:8]
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    try:
-        for nic, far, v4, v6 in (("fab0", "p0", "198.18.1.11/16", "fd0e:d6ef:7a00:1::b/56"),
-                                 ("fab1", "p1", "198.19.1.11/16", "fd0e:d6ef:7b00:1::b/56")):
-            sh(ns, "link", "add", nic, "type", "veth", "peer", "name", far)
-            sh(ns, "addr", "add", v4, "dev", nic)
-            sh(ns, "addr", "add", v6, "dev", nic, "nodad")
-            sh(ns, "link", "set", nic, "up")
-            sh(ns, "link", "set", far, "up")
+    nics = [("fab0", "p0", ["198.18.1.11/16", "fd0e:d6ef:7a00:1::b/56"]),
+            ("fab1", "p1", ["198.19.1.11/16", "fd0e:d6ef:7b00:1::b/56"])]
+    with veth_netns("eft-br", nics) as ns:
         yield {"ns": ns, "state_dir": str(tmp_path / "state")}
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
 def run(host, routes, check=False, **kw):

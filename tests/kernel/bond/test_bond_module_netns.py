@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import uuid
 from unittest import mock
 
 import pytest
 
 import hostlab as L
+from nshost import ip_ns as sh, veth_netns
 
 from ansible_collections.edgeft.failover.plugins.module_utils.bond import kernel
 from ansible_collections.edgeft.failover.plugins.modules import bond as bond_module
@@ -35,23 +34,10 @@ BOND = {"name": "bond0", "ports": ["fab0", "fab1"], "primary": "fab0", "miimon":
         "addresses": ["198.18.1.11/16"], "mtu": 9000}
 
 
-def sh(ns, *args):
-    return subprocess.run(["ip", "-n", ns, *args], check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture
 def host(tmp_path):
-    ns = "eft-bd-%s" % uuid.uuid4().hex[:8]
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    try:
-        for nic, far, v4 in (("fab0", "p0", "198.18.1.11/16"), ("fab1", "p1", "198.19.1.11/16")):
-            sh(ns, "link", "add", nic, "type", "veth", "peer", "name", far)
-            sh(ns, "addr", "add", v4, "dev", nic)
-            sh(ns, "link", "set", nic, "up")
-            sh(ns, "link", "set", far, "up")
+    with veth_netns("eft-bd", [("fab0", "p0", ["198.18.1.11/16"]), ("fab1", "p1", ["198.19.1.11/16"])]) as ns:
         yield {"ns": ns, "state_dir": str(tmp_path / "state")}
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
 def namespace_state(host):

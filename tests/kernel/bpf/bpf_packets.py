@@ -1,7 +1,9 @@
-"""scapy frames for the data path tests; addresses from the lab ranges only."""
+"""scapy frames for the data path tests, the peer they come from and go to, and the IPv4/IPv6
+parametrization; addresses from the lab ranges only."""
 
 from __future__ import annotations
 
+import pytest
 from scapy.layers.inet import IP, UDP, IPOption_RR
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, IPv6ExtHdrHopByHop
 from scapy.layers.l2 import ARP, Dot1Q, Ether
@@ -11,6 +13,7 @@ LOCAL = {4: ("198.18.0.1", "198.19.0.1"), 6: ("fd00:edf7:a::1", "fd00:edf7:b::1"
 PEER = {4: ("198.18.0.2", "198.19.0.2"), 6: ("fd00:edf7:a::2", "fd00:edf7:b::2")}
 STRANGER = {4: "198.18.0.99", 6: "fd00:edf7:a::99"}
 PEER_ID = 7
+FAMILIES = pytest.mark.parametrize("family", [4, 6], ids=["ipv4", "ipv6"])
 
 MAC_LOCAL = "02:00:00:00:00:01"
 MAC_PEER = "02:00:00:00:00:02"
@@ -93,3 +96,8 @@ def neighbour_advertisement(src: str, dst: str) -> bytes:
     from scapy.layers.inet6 import ICMPv6ND_NA
 
     return bytes(Ether(src=MAC_PEER, dst=MAC_LOCAL) / IPv6(src=src, dst=dst, hlim=255) / ICMPv6ND_NA(tgt=src, R=0, S=1, O=1))
+
+
+def add_peer(dp, **kw):
+    """The peer these frames come from and go to (PEER_ID, PEER), in dp's maps."""
+    dp.maps.set_peer(PEER_ID, v4=PEER[4], v6=PEER[6], **kw)

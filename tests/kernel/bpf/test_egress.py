@@ -5,17 +5,13 @@ from __future__ import annotations
 import pytest
 
 import bpf_packets as P
+from bpf_packets import FAMILIES, add_peer
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.testrun import (
     TC_ACT_REDIRECT,
     TC_ACT_UNSPEC,
     prog_test_run,
 )
 
-FAMILIES = pytest.mark.parametrize("family", [4, 6], ids=["ipv4", "ipv6"])
-
-
-def add_peer(dp, **kw):
-    dp.maps.set_peer(P.PEER_ID, v4=P.PEER[4], v6=P.PEER[6], **kw)
 
 
 def egress(dp, pkt: bytes, plane: int = 0):

@@ -12,10 +12,10 @@ import os
 import re
 import shutil
 import subprocess
-import uuid
 
 import pytest
-from repo import REPO
+from nshost import veth_netns
+from repo import REPO, playbook_env
 
 ROOT = REPO
 TARGET = ROOT / 'tests' / 'integration' / 'targets' / 'connection_netns'
@@ -33,41 +33,12 @@ pytestmark = [
 
 @pytest.fixture(scope='module')
 def nsname():
-    from pyroute2 import NetNS, netns
-
-    name = f'eft-it-{uuid.uuid4().hex[:10]}'
-    netns.create(name)
-    try:
-        with NetNS(name) as ns:
-            ns.link('add', ifname=VETH[0], kind='veth', peer=VETH[1])
-            for ifname in ('lo',) + VETH:
-                ns.link('set', index=ns.link_lookup(ifname=ifname)[0], state='up')
-            ns.addr('add', index=ns.link_lookup(ifname=VETH[0])[0], address='198.18.251.1', prefixlen=30)
+    with veth_netns('eft-it', [(VETH[0], VETH[1], ['198.18.251.1/30'])], lo_up=True) as name:
         yield name
-    finally:
-        netns.remove(name)
-
-
-def _collections_path() -> str:
-    if ROOT.parent.parent.name == 'ansible_collections':
-        return str(ROOT.parent.parent.parent)
-    return str(ROOT / '.build' / 'collections')
 
 
 def _env(nsname: str, pipelining: bool) -> dict[str, str]:
-    env = dict(os.environ)
-    paths = [_collections_path()] + [p for p in env.get('ANSIBLE_COLLECTIONS_PATH', '').split(os.pathsep) if p]
-    env.update({
-        'ANSIBLE_COLLECTIONS_PATH': os.pathsep.join(paths),
-        'ANSIBLE_CONFIG': env.get('ANSIBLE_CONFIG') or str(ROOT / 'ansible.cfg'),
-        'ANSIBLE_PIPELINING': '1' if pipelining else '0',
-        'ANSIBLE_NOCOLOR': '1',
-        'ANSIBLE_FORCE_COLOR': '0',
-        'ANSIBLE_STDOUT_CALLBACK': 'ansible.builtin.default',
-        'ANSIBLE_RETRY_FILES_ENABLED': '0',
-        'EDGEFT_TEST_NETNS': nsname,
-    })
-    return env
+    return playbook_env(ANSIBLE_PIPELINING='1' if pipelining else '0', EDGEFT_TEST_NETNS=nsname)
 
 
 @pytest.mark.parametrize('pipelining', [True, False], ids=['pipelining', 'no-pipelining'])

@@ -13,6 +13,7 @@ import socket
 import uuid
 
 import pytest
+from nshost import create_veth_netns, remove_netns, veth_netns
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason='network namespaces need root'),
@@ -22,37 +23,21 @@ pytestmark = [
 
 PLUGIN = 'edgeft.failover.netns'
 VETH = ('ctv0', 'ctv1')
+# The namespace's veth pair, both ends inside, an address on the first.
+VETHS = [(VETH[0], VETH[1], ['198.18.250.1/30'])]
 # All 256 byte values, then enough pseudo-random bytes to make a few MB.
 BINARY = bytes(range(256)) * 1024 + hashlib.shake_256(b'edgeft').digest(3 * 1024 * 1024)
 ODD_NAMES = ['ünïcödé-名前.bin', "we ird $HOME `x` 'q' \"dq\" \\ \n-nl.bin", '-leading-dash.bin']
 
 
 def _create_netns():
-    from pyroute2 import NetNS, netns
-
-    name = f'eft-ct-{uuid.uuid4().hex[:10]}'
-    netns.create(name)
-    try:
-        with NetNS(name) as ns:
-            ns.link('add', ifname=VETH[0], kind='veth', peer=VETH[1])
-            for ifname in ('lo',) + VETH:
-                ns.link('set', index=ns.link_lookup(ifname=ifname)[0], state='up')
-            ns.addr('add', index=ns.link_lookup(ifname=VETH[0])[0], address='198.18.250.1', prefixlen=30)
-    except BaseException:
-        netns.remove(name)
-        raise
-    return name
+    return create_veth_netns('eft-ct', VETHS, lo_up=True)
 
 
 @pytest.fixture
 def nsname():
-    from pyroute2 import netns
-
-    name = _create_netns()
-    try:
+    with veth_netns('eft-ct', VETHS, lo_up=True) as name:
         yield name
-    finally:
-        netns.remove(name)
 
 
 def _connection(**var_options):
@@ -327,14 +312,12 @@ def test_ip_executable_missing(nsname, exe):
 
 
 def test_namespace_removed_after_connect(tmp_path):
-    from pyroute2 import netns
-
     name = _create_netns()
     try:
         c = _connection(ansible_netns_name=name)
         assert _sh(c, 'true')[0] == 0
     finally:
-        netns.remove(name)
+        remove_netns(name)
     rc, out, err = _sh(c, 'true')
     assert rc != 0 and name.encode() in err
 

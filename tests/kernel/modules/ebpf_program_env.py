@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import select
 import socket
 import struct
@@ -22,6 +21,7 @@ import uuid
 
 from pyroute2 import IPRoute, netns
 
+import hostlab
 import nshost
 from repo import REPO
 from nshost import in_netns as inside
@@ -32,13 +32,10 @@ PORT = 9911
 
 
 def environment_problem():
-    """Why these tests cannot run here, or None."""
-    if os.geteuid() != 0:
-        return 'needs root (namespaces, tc, bpf)'
-    try:
-        import bcc  # noqa: F401  pylint: disable=unused-import
-    except ImportError:
-        return 'bcc missing: install python3-bpfcc'
+    """Why these tests cannot run here (root, bcc, kernel headers), or None."""
+    problem = hostlab.missing()
+    if problem:
+        return problem
     from ansible_collections.edgeft.failover.plugins.module_utils.datapath import build
     try:
         build.check_headers()

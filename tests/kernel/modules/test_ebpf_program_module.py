@@ -13,12 +13,11 @@ import os
 import re
 import shutil
 import subprocess
-import uuid
 
 import pytest
 from ebpf_program_env import environment_problem
-from nshost import bpffs
-from repo import REPO
+from nshost import bpffs, veth_netns
+from repo import REPO, playbook_env
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 
@@ -65,25 +64,8 @@ pytestmark = [
 
 @pytest.fixture
 def nsname():
-    from pyroute2 import NetNS, netns
-
-    name = 'eft-it-ebpf-%s' % uuid.uuid4().hex[:8]
-    netns.create(name)
-    try:
-        with NetNS(name) as ns:
-            for dev, peer in (('fab0', 'fab0p'), ('fab1', 'fab1p')):
-                ns.link('add', ifname=dev, kind='veth', peer=peer)
-                for ifname in (dev, peer):
-                    ns.link('set', index=ns.link_lookup(ifname=ifname)[0], state='up')
+    with veth_netns('eft-it-ebpf', [('fab0', 'fab0p', []), ('fab1', 'fab1p', [])]) as name:
         yield name
-    finally:
-        netns.remove(name)
-
-
-def _collections_path() -> str:
-    if REPO.parent.parent.name == 'ansible_collections':
-        return str(REPO.parent.parent.parent)
-    return str(REPO / '.build' / 'collections')
 
 
 def _playbook(tmp_path, nsname, bpffs, state):
@@ -91,20 +73,10 @@ def _playbook(tmp_path, nsname, bpffs, state):
         'all:\n  hosts:\n    target:\n      ansible_connection: edgeft.failover.netns\n'
         '      ansible_host: %s\n      ansible_python_interpreter: /usr/bin/python3\n' % nsname)
     (tmp_path / 'play.yml').write_text(PLAYBOOK)
-    env = dict(os.environ)
-    paths = [_collections_path()] + [p for p in env.get('ANSIBLE_COLLECTIONS_PATH', '').split(os.pathsep) if p]
-    env.update({
-        'ANSIBLE_COLLECTIONS_PATH': os.pathsep.join(paths),
-        'ANSIBLE_CONFIG': env.get('ANSIBLE_CONFIG') or str(REPO / 'ansible.cfg'),
-        'ANSIBLE_NOCOLOR': '1',
-        'ANSIBLE_FORCE_COLOR': '0',
-        'ANSIBLE_STDOUT_CALLBACK': 'ansible.builtin.default',
-        'ANSIBLE_RETRY_FILES_ENABLED': '0',
-    })
     cmd = ['ansible-playbook', '-i', str(tmp_path / 'inventory.yml'), str(tmp_path / 'play.yml'),
            '-e', 'ebpf_state=%s' % state, '-e', 'ebpf_map_count=%d' % len(layout.MAPS), '-e', 'ebpf_src=%s' % (REPO / 'bpf' / 'failover_tc.c'),
            '-e', 'ebpf_pin_root=%s/host' % bpffs, '-e', 'ebpf_state_dir=%s' % (tmp_path / 'state')]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, errors='replace',
+    proc = subprocess.run(cmd, cwd=tmp_path, env=playbook_env(), capture_output=True, text=True, errors='replace',
                           timeout=600, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]

@@ -10,7 +10,6 @@ has drained, where it ignores the agent's probe requests.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import time
@@ -27,15 +26,8 @@ from ansible_collections.edgeft.failover.plugins.modules import peer_table, plan
 
 
 def _problem():
-    if os.geteuid() != 0:
-        return "needs root (namespaces, tc, bpf)"
-    try:
-        import bcc  # noqa: F401
-    except ImportError:
-        return "bcc missing: install python3-bpfcc"
-    if not netlink.HAS_PYROUTE2:
-        return "pyroute2 missing"
-    return None
+    """hostlab.missing(), or pyroute2 missing."""
+    return L.missing() or (None if netlink.HAS_PYROUTE2 else "pyroute2 missing")
 
 
 pytestmark = pytest.mark.skipif(_problem() is not None, reason=str(_problem()))
@@ -47,11 +39,7 @@ QUICK = dict(count=3, interval_ms=5, timeout_ms=100)  # for the checks expected 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    with L.bpffs() as root, L.two_hosts(root) as lab:
-        lab.compile(hosts=(1, 2))
-        lab.attach(1)
-        lab.attach(2)
-        lab.state_dirs = {h: str(tmp_path_factory.mktemp("state-h%d" % h)) for h in (1, 2)}
+    with L.attached_two_hosts(tmp_path_factory) as lab:
         yield lab
 
 

@@ -36,11 +36,7 @@ OTHER = {1: 2, 2: 1}
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    with L.bpffs() as root, L.two_hosts(root) as lab:
-        lab.compile(hosts=(1, 2))
-        lab.attach(1)
-        lab.attach(2)
-        lab.state_dirs = {h: str(tmp_path_factory.mktemp("state-h%d" % h)) for h in (1, 2)}
+    with L.attached_two_hosts(tmp_path_factory) as lab:
         yield lab
 
 

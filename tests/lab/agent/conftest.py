@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from deployed import SHARED, report_rebuild
+from deployed import SHARED, held, report_rebuild
 from edgeft_lab import Lab
 from edgeft_lab.agents import Agents, run_playbook  # shared with the benchmarks
 
@@ -119,11 +119,7 @@ def _shared_lab(tmp_path_factory, topology):
     if os.environ.get("EDGEFT_AGENT_LAB_PER_TEST") == "1":
         yield None
         return
-    shared = SharedLab(tmp_path_factory.mktemp("inventory"), topology)
-    try:
-        yield shared
-    finally:
-        shared.release()
+    yield from held(SharedLab(tmp_path_factory.mktemp("inventory"), topology))
 
 
 @pytest.fixture(scope="session")
