@@ -13,7 +13,6 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.testrun i
 )
 
 
-
 def egress(dp, pkt: bytes, plane: int = 0):
     return prog_test_run(dp.fd(plane, "egress"), pkt)
 
