@@ -18,6 +18,7 @@ import ipaddress
 from collections.abc import Mapping
 
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+from ansible_collections.edgeft.failover.plugins.module_utils.host import planes as host_planes
 
 PREFIXES_OPTION = "edgeft_failover_prefixes"
 FAMILIES = (("ipv4", 4, "failover4"), ("ipv6", 6, "failover6"))
@@ -137,31 +138,20 @@ def _entry_option(host, index, key=None):
 
 
 def _planes_of(planes_by_host):
-    """host -> {plane name: (index, entry)}, checking the types the plan reads."""
+    """host -> {plane name: (index, entry)}, each host's declaration checked by the plane model
+    (host/planes.py), so the filter refuses what every module refuses, with the same message
+    after the host's name."""
     if not isinstance(planes_by_host, Mapping):
         raise FailoverAddressError("edgeft_planes by host: expected a mapping, got %s" % type(planes_by_host).__name__)
     out = {}
     for host in sorted(planes_by_host):
         entries = planes_by_host[host]
-        if not isinstance(entries, (list, tuple)):
-            raise FailoverAddressError("host %s: edgeft_planes: expected a list of planes, got %s"
-                                       % (host, type(entries).__name__))
-        named = {}
-        for index, entry in enumerate(entries):
-            if not isinstance(entry, Mapping):
-                raise FailoverAddressError("%s: expected a mapping with name, interface, ipv4, ipv6"
-                                           % _entry_option(host, index))
-            name = entry.get("name")
-            if not isinstance(name, str) or not name:
-                raise FailoverAddressError("%s: the plane needs a name" % _entry_option(host, index, "name"))
-            if name in named:
-                raise FailoverAddressError("%s: plane %r is declared twice" % (_entry_option(host, index, "name"), name))
-            for _family, _version, key in FAMILIES:
-                if entry.get(key) is not None and not isinstance(entry[key], str):
-                    raise FailoverAddressError("%s: %r is not an address string"
-                                               % (_entry_option(host, index, key), entry[key]))
-            named[name] = (index, entry)
-        out[host] = named
+        entries = list(entries) if isinstance(entries, tuple) else entries
+        try:
+            checked = host_planes.normalize_planes(entries, option="host %s: edgeft_planes" % host)
+        except host_planes.OptionError as e:
+            raise FailoverAddressError(str(e)) from None
+        out[host] = {plane["name"]: (plane["index"], entries[plane["index"]]) for plane in checked}
     return out
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+from ansible_collections.edgeft.failover.plugins.module_utils.host import nics
 from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import normalize_planes
 
 
@@ -19,28 +19,6 @@ class PlaneMismatch(EdgeftError):
     def __init__(self, message, result):
         super().__init__(message)
         self.result = result
-
-
-def _link_state(ipr, index):
-    link = ipr.get_links(index)[0]
-    flags = link['flags']
-    return {
-        'ifindex': index,
-        'mac': link.get_attr('IFLA_ADDRESS'),
-        'mtu': link.get_attr('IFLA_MTU'),
-        'admin_up': bool(flags & 0x1),  # IFF_UP
-        'carrier': bool(link.get_attr('IFLA_CARRIER')),
-        'operstate': link.get_attr('IFLA_OPERSTATE'),
-    }
-
-
-def _addresses(ipr, index):
-    found = []
-    for msg in ipr.get_addr(index=index):
-        addr = msg.get_attr('IFA_ADDRESS')
-        if addr:
-            found.append('%s/%d' % (addr, msg['prefixlen']))
-    return found
 
 
 def _rp_filter(name):
@@ -59,29 +37,28 @@ def plane_report(planes):
     problems: human-readable mismatches between declaration and host.
     """
     report, problems = [], []
-    with netlink.open_ipr(RuntimeError) as ipr:
-        for plane in planes:
-            entry = {'name': plane['name'], 'interface': plane['interface'], 'present': False,
-                     'addresses': [], 'missing_addresses': []}
-            found = ipr.link_lookup(ifname=plane['interface'])
-            if not found:
-                problems.append('%s.interface: interface %r does not exist on this host'
-                                % (plane['where'], plane['interface']))
-                report.append(entry)
-                continue
-            entry['present'] = True
-            entry.update(_link_state(ipr, found[0]))
-            entry['addresses'] = _addresses(ipr, found[0])
-            # The kernel applies the larger of 'all' and the interface's value.
-            values = [v for v in (_rp_filter('all'), _rp_filter(plane['interface'])) if v is not None]
-            entry['rp_filter'] = max(values) if values else None
-            for fam in ('ipv4', 'ipv6'):
-                want = plane[fam]
-                if want is not None and want not in [ipaddress.ip_interface(a) for a in entry['addresses']]:
-                    entry['missing_addresses'].append(str(want))
-                    problems.append('%s.%s: %s is not configured on %s'
-                                    % (plane['where'], fam, want, plane['interface']))
+    links = nics.read_links()
+    for plane in planes:
+        entry = {'name': plane['name'], 'interface': plane['interface'], 'present': False,
+                 'addresses': [], 'missing_addresses': []}
+        link = links.get(plane['interface'])
+        if link is None:
+            problems.append('%s.interface: interface %r does not exist on this host'
+                            % (plane['where'], plane['interface']))
             report.append(entry)
+            continue
+        entry.update(present=True, addresses=link['addresses'], admin_up=link['up'],
+                     **{key: link[key] for key in ('ifindex', 'mac', 'mtu', 'carrier', 'operstate')})
+        # The kernel applies the larger of 'all' and the interface's value.
+        values = [v for v in (_rp_filter('all'), _rp_filter(plane['interface'])) if v is not None]
+        entry['rp_filter'] = max(values) if values else None
+        for fam in ('ipv4', 'ipv6'):
+            want = plane[fam]
+            if want is not None and want not in [ipaddress.ip_interface(a) for a in entry['addresses']]:
+                entry['missing_addresses'].append(str(want))
+                problems.append('%s.%s: %s is not configured on %s'
+                                % (plane['where'], fam, want, plane['interface']))
+        report.append(entry)
     return report, problems
 
 

@@ -14,6 +14,7 @@ import ipaddress
 
 from ansible_collections.edgeft.failover.plugins.module_utils import constants, jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+from ansible_collections.edgeft.failover.plugins.module_utils.host import planes as host_planes
 
 DEFAULTS = {
     "pin_root": "/sys/fs/bpf/edgeft",
@@ -119,37 +120,25 @@ def _address(value, where, family):
 
 
 def _planes(value):
-    if not isinstance(value, list) or not value:
-        raise ConfigError("planes: a list of this host's planes is required (name, interface, ipv4/ipv6)")
-    out, names, nics = [], set(), set()
-    for i, plane in enumerate(value):
-        where = "planes[%d]" % i
-        if not isinstance(plane, dict):
-            raise ConfigError("%s: expected an object with name and interface, got %r" % (where, plane))
-        name, nic = plane.get("name"), plane.get("interface")
-        if not name or not isinstance(name, str):
-            raise ConfigError("%s.name: a plane name is required" % where)
-        if not nic or not isinstance(nic, str):
-            raise ConfigError("%s.interface: the plane's NIC is required" % where)
-        if name in names:
-            raise ConfigError("%s.name: plane %r is declared twice" % (where, name))
-        if nic in nics:
-            raise ConfigError("%s.interface: %r carries two planes" % (where, nic))
-        names.add(name)
-        nics.add(nic)
-        out.append({
-            "name": name,
-            "interface": nic,
-            "index": i,
-            4: _address(plane.get("ipv4"), where + ".ipv4", 4),
-            6: _address(plane.get("ipv6"), where + ".ipv6", 6),
-            # A routed plane's first hop, probed with ICMP echo (firsthop.py).
-            "gateway": {4: _address(plane.get("gateway4"), where + ".gateway4", 4),
-                        6: _address(plane.get("gateway6"), where + ".gateway6", 6)},
-        })
-    if len(out) > 4:
-        raise ConfigError("planes: %d planes, the data path has 4 plane slots" % len(out))
-    return out
+    """The host model's plane declaration (host/planes.py), the same rules and messages as every
+    module's, reshaped for the loop: addresses by family, without their prefix length."""
+    try:
+        planes = host_planes.normalize_planes(value, option="planes", prefix_required=False)
+    except host_planes.OptionError as e:
+        raise ConfigError(str(e)) from None
+
+    def text(ip):
+        return None if ip is None else str(getattr(ip, "ip", ip))
+
+    return [{
+        "name": p["name"],
+        "interface": p["interface"],
+        "index": p["index"],
+        4: text(p["ipv4"]),
+        6: text(p["ipv6"]),
+        # A routed plane's first hop, probed with ICMP echo (firsthop.py).
+        "gateway": {4: text(p["gateway4"]), 6: text(p["gateway6"])},
+    } for p in planes]
 
 
 def _peers(value, planes):

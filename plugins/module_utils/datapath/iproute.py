@@ -1,10 +1,11 @@
-"""The few iproute2 (`ip`) calls the control plane needs: links and neighbours.
+"""The few iproute2 (`ip`) calls the control plane needs: managed neighbours, and the
+route, rule and address listings read with them.
 
 Why `ip` rather than pyroute2: managed neighbour entries (NTF_EXT_MANAGED,
 carried in NDA_FLAGS_EXT) are not supported by pyroute2 0.7.x (Debian 12 ships
-0.7.2), and the data path needs them (docs/datapath.md). Link lookups use the
-same tool so a module depends on one thing. Argument lists only, no shell;
-JSON output only (iproute2 >= 4.14).
+0.7.2), and the data path needs them (docs/datapath.md). A host's links are read
+once, with pyroute2 (host/nics.py). Argument lists only, no shell; JSON output
+only (iproute2 >= 4.14).
 """
 
 from __future__ import annotations
@@ -18,9 +19,6 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors im
 
 # Where iproute2 lives when PATH is minimal (cron, some become methods).
 _SBIN = ("/usr/sbin", "/sbin", "/usr/bin", "/bin")
-
-IFF_UP = "UP"
-IFF_LOWER_UP = "LOWER_UP"
 
 
 class IpCommandError(DatapathError):
@@ -42,20 +40,6 @@ def run(args, json_out: bool = False):
     if not json_out:
         return proc.stdout
     return json.loads(proc.stdout) if proc.stdout.strip() else []
-
-
-def links() -> dict:
-    """ifname -> {ifindex, up (admin), carrier (lower up), operstate}."""
-    out = {}
-    for link in run(["link", "show"], json_out=True):
-        flags = link.get("flags", [])
-        out[link["ifname"]] = {
-            "ifindex": link["ifindex"],
-            "up": IFF_UP in flags,
-            "carrier": IFF_LOWER_UP in flags,
-            "operstate": link.get("operstate"),
-        }
-    return out
 
 
 def neighbours() -> dict:

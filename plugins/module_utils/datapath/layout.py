@@ -163,7 +163,10 @@ def tunables(overrides: dict = None) -> dict:
     for k, v in (overrides or {}).items():
         if k not in out:
             raise ValueError("unknown data path tunable %r (known: %s)" % (k, ", ".join(sorted(out))))
-        out[k] = int(v)
+        try:
+            out[k] = int(v)
+        except (TypeError, ValueError):
+            raise ValueError("%s: %r is not an integer" % (k, v)) from None
     if not 1 <= out["EDGEFT_MAX_PLANES"] <= PLANE_SLOTS:
         raise ValueError("EDGEFT_MAX_PLANES must be 1..%d" % PLANE_SLOTS)
     return out

@@ -8,6 +8,7 @@ import ipaddress
 import socket
 
 from ansible_collections.edgeft.failover.plugins.module_utils import netlink
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
 IFF_UP = 0x1
 COUNTERS = ("rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
@@ -85,8 +86,10 @@ def stats(ifindexes, warnings=None) -> dict:
 
 
 def links(ipr) -> dict:
-    """ifname -> {ifindex, kind, master (ifname or None), up (admin), mtu, addresses
-    (ip_interface strings), info_data (a bond's IFLA_INFO_DATA attributes, else None)}."""
+    """The host's links, the one reading of them every core uses: ifname -> {ifindex, kind,
+    master (ifname or None), up (admin), carrier, operstate, mac, mtu, min_mtu, max_mtu,
+    addresses (ip_interface strings, IPv6 link-local included), info_data (a bond's
+    IFLA_INFO_DATA attributes, else None)}."""
     by_index, out = {}, {}
     for msg in ipr.get_links():
         name = msg.get_attr("IFLA_IFNAME")
@@ -96,14 +99,32 @@ def links(ipr) -> dict:
         by_index[msg["index"]] = name
         out[name] = {
             "ifindex": msg["index"], "kind": kind, "master": msg.get_attr("IFLA_MASTER"),
-            "up": bool(msg["flags"] & IFF_UP), "mtu": msg.get_attr("IFLA_MTU"), "addresses": [],
+            "up": bool(msg["flags"] & IFF_UP), "carrier": bool(msg.get_attr("IFLA_CARRIER")),
+            "operstate": msg.get_attr("IFLA_OPERSTATE"), "mac": msg.get_attr("IFLA_ADDRESS"),
+            "mtu": msg.get_attr("IFLA_MTU"), "min_mtu": msg.get_attr("IFLA_MIN_MTU"),
+            "max_mtu": msg.get_attr("IFLA_MAX_MTU"), "addresses": [],
             "info_data": dict(data["attrs"]) if data is not None and kind == "bond" else None,
         }
     for entry in out.values():
         entry["master"] = by_index.get(entry["master"]) if entry["master"] else None
     for msg in ipr.get_addr():
         name = by_index.get(msg["index"])
-        addr = msg.get_attr("IFA_ADDRESS")
+        # IPv4: IFA_LOCAL is the host's own address (IFA_ADDRESS is the far end on a point-to-point link).
+        addr = msg.get_attr("IFA_LOCAL") if msg["family"] == socket.AF_INET else None
+        addr = addr or msg.get_attr("IFA_ADDRESS")
         if name in out and addr:
             out[name]["addresses"].append("%s/%d" % (addr, msg["prefixlen"]))
     return out
+
+
+class HostReadError(EdgeftError, RuntimeError):
+    """The host's links cannot be read (no pyroute2, no netlink)."""
+
+
+def read_links(error=HostReadError) -> dict:
+    """links() on a netlink socket of its own; `error` (the caller's class) when it cannot be read."""
+    try:
+        with netlink.open_ipr(error) as ipr:
+            return links(ipr)
+    except (netlink.NetlinkError, OSError) as e:
+        raise error("cannot read the host's links over netlink: %s" % e) from None

@@ -76,7 +76,7 @@ def host_interface(value, where, version, prefix_required=True):
         raise OptionError("%s: %r is not an address with prefix length" % (where, value)) from None
     ip, net = iface.ip, iface.network
     if ip.version != version:
-        raise OptionError("%s: %s is not an IPv%d address" % (where, iface, version))
+        raise OptionError("%s: %s is not an IPv%d address" % (where, str(value).strip(), version))
     if net.prefixlen == 0:
         raise OptionError("%s: %s: a /0 prefix is not a subnet" % (where, iface))
     if ip.is_unspecified or ip.is_loopback or ip.is_multicast:

@@ -19,10 +19,10 @@ import socket
 from ansible_collections.edgeft.failover.plugins.module_utils import procsys
 from ansible_collections.edgeft.failover.plugins.module_utils.netlink import NetlinkError, open_ipr
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+from ansible_collections.edgeft.failover.plugins.module_utils.host import nics
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome.spec import PROTO, sysctl_path
 
 AF = {4: socket.AF_INET, 6: socket.AF_INET6}
-IFF_UP = 0x1
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_HOST = 0, 253, 254
 SCOPE_NAMES = {RT_SCOPE_UNIVERSE: None, RT_SCOPE_LINK: "link", RT_SCOPE_HOST: "host"}
 SCOPE_NUMBERS = {None: RT_SCOPE_UNIVERSE, "link": RT_SCOPE_LINK, "host": RT_SCOPE_HOST}
@@ -94,35 +94,18 @@ class Host:
 
     # ------------------------------------------------------------ reads
     def links(self) -> dict:
-        """ifname -> {index, mtu, min_mtu, max_mtu, up (administratively)}."""
-        out = {}
-        for msg in self.ipr.get_links():
-            name = msg.get_attr("IFLA_IFNAME")
-            out[name] = {
-                "index": msg["index"],
-                "mtu": msg.get_attr("IFLA_MTU"),
-                "min_mtu": msg.get_attr("IFLA_MIN_MTU"),
-                "max_mtu": msg.get_attr("IFLA_MAX_MTU"),
-                "up": bool(msg["flags"] & IFF_UP),
-            }
-        self._names = {v["index"]: k for k, v in out.items()}
-        return out
+        """ifname -> the link as host/nics.py reads it (ifindex, mtu, min_mtu, max_mtu, up, addresses...)."""
+        self._links = nics.links(self.ipr)
+        self._names = {v["ifindex"]: k for k, v in self._links.items()}
+        return self._links
 
     def addresses(self) -> dict:
         """ifname -> [cidr], every address but IPv6 link-local ones (the kernel's own)."""
-        if not self._names:
-            self.links()
         out = {}
-        for msg in self.ipr.get_addr():
-            addr = msg.get_attr("IFA_ADDRESS") if msg["family"] == socket.AF_INET6 else \
-                msg.get_attr("IFA_LOCAL") or msg.get_attr("IFA_ADDRESS")
-            if not addr:
-                continue
-            iface = ipaddress.ip_interface("%s/%d" % (addr, msg["prefixlen"]))
-            if iface.version == 6 and iface.ip.is_link_local:
-                continue
-            name = self._names.get(msg["index"], "#%d" % msg["index"])
-            out.setdefault(name, []).append(str(iface))
+        for name, link in self.links().items():
+            found = [a for a in link["addresses"] if not ipaddress.ip_interface(a).is_link_local]
+            if found:
+                out[name] = found
         return out
 
     def failover_ready(self) -> set:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute, layout
+from ansible_collections.edgeft.failover.plugins.module_utils.host import nics
 from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import normalize_planes, on_host
 from ansible_collections.edgeft.failover.plugins.module_utils.host.records import PeerTableRecord
 from ansible_collections.edgeft.failover.plugins.module_utils.peers.apply import apply_plan
@@ -83,7 +84,7 @@ def peer_table(params, check_mode=False):
     Raises OptionError (bad input, named) or PeerTableApplyError.
     """
     planes = normalize_planes(params.get("planes"), prefix_required=False)  # the declaration first, then the host
-    on_host(planes, iproute.links())
+    on_host(planes, nics.read_links())
     desired = normalize_peers(params.get("peers"), planes)
     failovers = desired_failovers(params.get("planes"), planes, params.get("peers"), desired, host_address)
     pin_root = params.get("pin_root")

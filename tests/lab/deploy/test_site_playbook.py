@@ -27,6 +27,27 @@ def test_impossible_agent_timers_are_refused_before_any_change(fresh_lab):
         assert not os.path.exists(host_var(lab, host, 'edgeft_agent_config')), 'a refused run wrote the agent config'
 
 
+def test_a_plane_the_data_path_cannot_carry_is_refused_before_any_change(fresh_lab, tmp_path):
+    """A third plane on NICs that exist (lo) with a data path built for two: the plane model and
+    the plane count are checked up front, so multihome configures nothing that ebpf_program would
+    then refuse."""
+    lab = fresh_lab
+    # r1h1's planes and a third for every host: the refusal is the same on each, before anything differs.
+    planes = host_var(lab, 'r1h1', 'edgeft_planes') + [{'name': 'c', 'interface': 'lo', 'ipv6': 'fd0e:d6ef:7c00:1::b/64'}]
+    extra = tmp_path / 'three_planes.json'
+    extra.write_text(json.dumps({'edgeft_planes': planes}))
+    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', '-e', '@%s' % extra)
+    assert rc != 0 and all(failed for _changed, failed in recap.values()), out[-3000:]
+    assert ('edgeft_planes: 3 planes, but the data path is built for 2 (EDGEFT_MAX_PLANES); declare at most 2, or '
+            'set ebpf_failover_defines.EDGEFT_MAX_PLANES to 3') in out, out[-3000:]
+    assert all(changed == 0 for changed, _failed in recap.values()), recap
+    for host in HOSTS:
+        assert pinned(lab, host) == [], 'a refused run pinned maps on %s' % host
+        lo = subprocess.run(lab.exec_argv(host, ['ip', '-6', 'addr', 'show', 'dev', 'lo']), capture_output=True,
+                            text=True, check=True).stdout
+        assert 'fd0e:d6ef:7c00' not in lo, 'a refused run configured plane c on %s' % host
+
+
 def test_check_then_deploy_then_idempotent(fresh_lab):
     lab = fresh_lab
 

@@ -2,7 +2,8 @@
 
 Run as a process (the launcher with the system Python, as on a target). Every
 case fails before the agent changes anything, so no lab is needed: the plane
-NIC is `lo`, and the pin root an empty directory.
+NIC is `lo` (with a lab address: the plane model refuses loopback addresses on a plane, as
+every module does), and the pin root an empty directory.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def base(tmp_path):
     pins = tmp_path / "pins"
     pins.mkdir()
     return {"pin_root": str(pins), "state_dir": str(tmp_path / "state"), "metrics_listen": False,
-            "planes": [{"name": "a", "interface": "lo", "ipv4": "127.0.0.1"}]}
+            "planes": [{"name": "a", "interface": "lo", "ipv4": "198.18.0.1"}]}
 
 
 CASES = [
@@ -39,7 +40,7 @@ CASES = [
     ("active_window", {"active_window_ms": 10}, "active_window_ms: must be at least 100 ms"),
     ("hold_down", {"interval_ms": 10, "multiplier": 3, "hold_down_ms": 20}, "hold_down_ms: 20 ms is shorter than the detection time"),
     ("unknown_interface", {"planes": [{"name": "a", "interface": "edgeft-nosuch0"}]}, "planes[0].interface: no interface"),
-    ("no_planes", {"planes": []}, "planes: a list of this host's planes is required"),
+    ("no_planes", {"planes": []}, "planes: at least one plane is required"),
     ("plane_twice", {"planes": [{"name": "a", "interface": "lo"}, {"name": "a", "interface": "lo2"}]}, "planes[1].name"),
     ("bad_address", {"planes": [{"name": "a", "interface": "lo", "ipv4": "fd00::1"}]}, "planes[0].ipv4: fd00::1 is not an IPv4"),
     ("no_pinned_maps", {}, "pin_root: "),

@@ -1,5 +1,6 @@
 """The plane model (host/planes.py): one rule set, and every module that reads planes refuses a
-bad declaration with the same message, before it reads or changes anything on the host.
+bad declaration with the same message, before it reads or changes anything on the host; so do
+the agent's configuration and the failover_addresses filter (which names the host first).
 
 Each module's core is called as the module calls it; the declaration is refused before any
 netlink, map or file access, so no kernel is needed.
@@ -8,10 +9,14 @@ netlink, map or file access, so no kernel is needed.
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
-from ansible_collections.edgeft.failover.plugins.module_utils import plane_check, plane_info
+from ansible_collections.edgeft.failover.plugins.filter.planes import plane_refusal
+from ansible_collections.edgeft.failover.plugins.module_utils import failover_addresses, plane_check, plane_info
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import Config
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.host import planes as model
 from ansible_collections.edgeft.failover.plugins.module_utils.multihome import spec as multihome_spec
 from ansible_collections.edgeft.failover.plugins.module_utils.peers import run as peer_table
@@ -87,12 +92,25 @@ def _plane_check(planes):
     plane_check.plane_check({"planes": planes, "plane": "p0", "pin_root": PIN_ROOT})
 
 
-WITH_ADDRESSES = {"multihome": _multihome, "peer_table": _peer_table, "plane_info": _plane_info}
+def _agent(planes):
+    Config({"planes": planes})
+
+
+def _failover_addresses(planes):
+    failover_addresses.plan({"h1": planes}, {})
+
+
+WITH_ADDRESSES = {"multihome": _multihome, "peer_table": _peer_table, "plane_info": _plane_info, "agent": _agent}
 NAMES_ONLY = {"plane_state": _plane_state, "plane_check": _plane_check}
 
 
+def _as_filter_says(message):
+    """The filter reads every host's edgeft_planes: each option path it names starts with the host."""
+    return re.sub(r"(?<![\w.])planes(?=[\[:])", "host h1: edgeft_planes", message)
+
+
 def _refusal(run, planes):
-    with pytest.raises(model.OptionError) as err:
+    with pytest.raises(EdgeftError) as err:
         run(copy.deepcopy(planes))
     return str(err.value)
 
@@ -105,6 +123,8 @@ def test_every_module_refuses_a_bad_name_or_interface_alike(planes, message):
     refusals.update({name: _refusal(run, planes) for name, run in NAMES_ONLY.items()})
     assert set(refusals.values()) == {refusals["multihome"]}, refusals
     assert refusals["multihome"].startswith(message)
+    assert _refusal(_failover_addresses, addressed) == _as_filter_says(refusals["multihome"])
+    assert plane_refusal(copy.deepcopy(addressed), option="planes") == refusals["multihome"]
 
 
 @pytest.mark.parametrize("planes,message", [r[1:] for r in ADDRESS_RULES + FAILOVER_RULES],
@@ -116,6 +136,8 @@ def test_every_module_refuses_a_bad_address_alike(planes, message):
     refusals = {name: _refusal(run, planes) for name, run in runs.items()}
     assert set(refusals.values()) == {refusals["multihome"]}, refusals
     assert refusals["multihome"].startswith(message)
+    assert _refusal(_failover_addresses, planes) == _as_filter_says(refusals["multihome"])
+    assert plane_refusal(copy.deepcopy(planes), option="planes") == refusals["multihome"]
 
 
 def test_a_valid_declaration_normalises_once_for_all():
@@ -140,10 +162,26 @@ def test_the_host_check_names_the_missing_nic_and_fills_in_ifindex():
         model.normalize_planes([A, B], links)
 
 
-def test_only_peer_table_takes_a_bare_address():
-    """peer_table needs only the host's address on a plane (documented: with or without a
-    prefix length); multihome configures it and plane_info compares it, so they need the prefix."""
+def test_only_the_readers_of_an_address_take_it_bare():
+    """peer_table and the agent need only the host's address on a plane (documented: with or
+    without a prefix length); multihome configures it and plane_info compares it, so they need
+    the prefix."""
     planes = [A, dict(B, ipv4="198.19.1.11")]
     assert str(model.normalize_planes(planes, prefix_required=False)[1]["ipv4"]) == "198.19.1.11/32"
+    assert Config({"planes": planes}).planes[1][4] == "198.19.1.11"
     for run in (_multihome, _plane_info):
         assert _refusal(run, planes) == "planes[1].ipv4: '198.19.1.11' needs a prefix length (e.g. 198.18.1.11/16)"
+
+
+def test_the_role_filter_also_holds_the_plane_count_to_the_build():
+    """ebpf_failover asserts on plane_refusal before any module runs: a third plane on a data path
+    built for two is refused there, not by ebpf_program after multihome configured the plane."""
+    c = {"name": "c", "interface": "fab2", "ipv4": "198.20.1.11/16"}
+    assert plane_refusal([A, B]) == ""
+    assert plane_refusal([A, B, c]) == (
+        "edgeft_planes: 3 planes, but the data path is built for 2 (EDGEFT_MAX_PLANES); declare at most 2, or set "
+        "ebpf_failover_defines.EDGEFT_MAX_PLANES to 3")
+    assert plane_refusal([A, B, c], {"EDGEFT_MAX_PLANES": 3}) == ""
+    assert plane_refusal([A, B], {"EDGEFT_MAX_PEERS": "many"}) == (
+        "ebpf_failover_defines: EDGEFT_MAX_PEERS: 'many' is not an integer")
+    assert plane_refusal([A, B, dict(c, interface="")]) == "edgeft_planes[2].interface: an interface name is required"
