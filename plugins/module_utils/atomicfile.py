@@ -37,12 +37,21 @@ def replace(path, data, mode=None, root_owned=False):
 def locked(directory, lock_file, create=True):
     """Hold an exclusive lock on directory/lock_file for the block (runs of one host, and
     hosts sharing the directory, wait for each other). Yields whether the lock is held: with
-    create=False (check mode) a missing directory is not created and nothing is locked."""
-    if not create and not os.path.isdir(directory):
+    create=False (check mode) neither the directory nor the lock file is created, and a missing
+    one means nothing is locked."""
+    path = os.path.join(directory, lock_file)
+    if create:
+        os.makedirs(directory, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    else:
+        # Check mode creates nothing: without a lock file no writer has run here, so none to wait for.
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except (FileNotFoundError, NotADirectoryError):
+            fd = None
+    if fd is None:
         yield False
         return
-    os.makedirs(directory, exist_ok=True)
-    fd = os.open(os.path.join(directory, lock_file), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield True

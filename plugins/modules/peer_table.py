@@ -104,6 +104,12 @@ options:
         C(EDGEFT_MAX_PEERS)); a table larger than that capacity is always
         refused.
     type: int
+  host_name:
+    description:
+      - This host's name, usually C(inventory_hostname). A peer of that name is refused, as is a peer
+        with any address of this host (its plane addresses, or any address on its NICs), since a host
+        is not its own peer.
+    type: str
 requirements:
   - root on the target
   - iproute2 (C(ip)) with managed neighbour support (iproute2 5.16 or later) when O(neighbors=true)

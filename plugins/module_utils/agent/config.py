@@ -11,6 +11,7 @@ are checked in checks.py.
 from __future__ import annotations
 
 import ipaddress
+import json
 
 from ansible_collections.edgeft.failover.plugins.module_utils import constants, jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
@@ -73,13 +74,38 @@ def load(path, overrides=None) -> "Config":
     return Config(data)
 
 
-def _int(data, key, minimum=None):
+# The upper bound of every number (the lower bounds are checked with their reasons below): an
+# hour for a time, beyond which a setting is a typo, not a choice. docs/agent.md lists them, and
+# the role's argument specs repeat them (tests/pure/agent/test_config.py compares).
+MAXIMUM = {
+    "interval_ms": 60000,
+    "idle_interval_ms": 3600000,
+    "active_window_ms": 3600000,
+    "multiplier": 100,
+    "hold_down_ms": 3600000,
+    "probe_tos": 255,
+    "resync_ms": 3600000,
+    "dampening.penalty": 1000000,
+    "dampening.suppress": 1000000,
+    "dampening.reuse": 1000000,
+    "dampening.half_life_ms": 3600000,
+    "dampening.max_suppress_ms": 3600000,
+    "backup_routes.table": 2 ** 32 - 2,
+    "backup_routes.priority": 32764,
+}
+
+
+def _int(data, key, minimum=None, where=None):
+    """A JSON integer: not a float (1e12, NaN, Infinity), a boolean or a string; at most MAXIMUM."""
+    where = where or key
     value = data[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise ConfigError("%s: expected an integer, got %r" % (key, value))
-    value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError("%s: expected an integer, got %s" % (where, json.dumps(value)))
+    value = int(value)  # a subclass (the role's filter gets Ansible's tagged values) becomes a plain int
     if minimum is not None and value < minimum:
-        raise ConfigError("%s: must be at least %d, got %d" % (key, minimum, value))
+        raise ConfigError("%s: must be at least %d, got %d" % (where, minimum, value))
+    if where in MAXIMUM and value > MAXIMUM[where]:
+        raise ConfigError("%s: must be at most %d, got %d" % (where, MAXIMUM[where], value))
     return value
 
 
@@ -101,7 +127,7 @@ def _section(data, key, defaults):
             if not isinstance(v, bool):
                 raise ConfigError("%s.enabled: expected true or false, got %r" % (key, v))
         else:
-            out[k] = _int(out, k, 0)
+            out[k] = _int(out, k, 0, "%s.%s" % (key, k))
             if out[k] == 0 and k not in ("table",):
                 raise ConfigError("%s.%s: must be positive, got 0" % (key, k))
     return out

@@ -80,7 +80,8 @@ class Endpoint:
                 ctype, body = handler()
         head = ("HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
                 % (status, ctype, len(body))).encode()
-        payload = head + (body if line and line[0] != "HEAD" else b"")
+        # Only a HEAD request goes without the body its Content-Length announces.
+        payload = head + (b"" if status == "200 OK" and line[0] == "HEAD" else body)
         try:
             conn.setblocking(True)
             conn.settimeout(0.05)  # bounded: a client that does not read loses its answer

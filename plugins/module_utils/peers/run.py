@@ -11,7 +11,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import
 from ansible_collections.edgeft.failover.plugins.module_utils.host.records import PeerTableRecord
 from ansible_collections.edgeft.failover.plugins.module_utils.peers.apply import apply_plan
 from ansible_collections.edgeft.failover.plugins.module_utils.peers.changes import plan_table
-from ansible_collections.edgeft.failover.plugins.module_utils.peers.spec import host_address, normalize_peers
+from ansible_collections.edgeft.failover.plugins.module_utils.peers.spec import host_address, normalize_peers, own_addresses
 from ansible_collections.edgeft.failover.plugins.module_utils.planes.maps import EmptyMaps, open_maps
 from ansible_collections.edgeft.failover.plugins.module_utils.planes.report import addresses_view, peer_addresses
 from ansible_collections.edgeft.failover.plugins.module_utils.planes.slots import flags_view
@@ -84,8 +84,10 @@ def peer_table(params, check_mode=False):
     Raises OptionError (bad input, named) or PeerTableApplyError.
     """
     planes = normalize_planes(params.get("planes"), prefix_required=False)  # the declaration first, then the host
-    on_host(planes, nics.read_links())
-    desired = normalize_peers(params.get("peers"), planes)
+    links = nics.read_links()
+    on_host(planes, links)
+    desired = normalize_peers(params.get("peers"), planes, own=own_addresses(planes, links),
+                              host_name=params.get("host_name"))
     failovers = desired_failovers(params.get("planes"), planes, params.get("peers"), desired, host_address)
     pin_root = params.get("pin_root")
     warnings = []

@@ -35,8 +35,23 @@ def host_address(value, where, family=None) -> str:
     return str(a)
 
 
-def normalize_peers(peers, planes, option="peers") -> list:
-    """Validate the declared peers against the local planes.
+def own_addresses(planes, links) -> dict:
+    """address -> where this host has it: its plane declaration first, then every NIC (links as
+    host/nics.links reads them)."""
+    own = {}
+    for plane in planes:
+        for key, _family in FAMILIES:
+            if plane.get(key) is not None:
+                own.setdefault(str(plane[key].ip), "this host's own address, %s.%s" % (plane["where"], key))
+    for ifname, link in sorted((links or {}).items()):
+        for cidr in link.get("addresses", ()):
+            own.setdefault(str(ipaddress.ip_interface(cidr).ip), "an address of this host, on %s" % ifname)
+    return own
+
+
+def normalize_peers(peers, planes, option="peers", own=None, host_name=None) -> list:
+    """Validate the declared peers against the local planes; `own` (own_addresses()) and
+    `host_name` (this host's inventory name) keep the host out of its own peers.
 
     Returns [{name, where, hops: {plane: {4: addr, 6: addr}}, keys: {addr: plane}, flags}].
     """
@@ -49,6 +64,9 @@ def normalize_peers(peers, planes, option="peers") -> list:
     used, names, out = {}, {}, []
 
     def claim(addr, where):
+        if addr in (own or {}):
+            raise OptionError("%s: %s is %s; a host is not its own peer: leave it out of the peers"
+                              % (where, addr, own[addr]))
         if addr in used:
             raise OptionError("%s: %s is already declared at %s" % (where, addr, used[addr]))
         used[addr] = where
@@ -61,6 +79,9 @@ def normalize_peers(peers, planes, option="peers") -> list:
         if not name:
             raise OptionError("%s.name: a peer name is required" % where)
         name = str(name)
+        if host_name and name == str(host_name):
+            raise OptionError("%s.name: %r is this host (host_name); a host is not its own peer: leave it out of the "
+                              "peers" % (where, name))
         if name in names:
             raise OptionError("%s.name: peer %r is already declared at %s" % (where, name, names[name]))
         names[name] = where
@@ -128,5 +149,6 @@ ARGUMENT_SPEC = dict(
     )),
     neighbors=dict(type='bool', default=True),
     max_peers=dict(type='int'),
+    host_name=dict(type='str'),
     state_dir=dict(type='path', default=constants.STATE_DIR),
 )

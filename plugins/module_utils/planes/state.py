@@ -49,10 +49,16 @@ def plane_state(params, check_mode=False):
                                   "host's planes with edgeft.failover.peer_table first" % (names[index], index, pin_root))
         planned, held_routes = {}, 0
         if peers is not None:
-            # The local plane's flag is not touched: only these peers' traffic moves.
-            with drains.locked(create=not check_mode):
-                drained_before = drains.drains
-                out = peer_drains(maps, record, drains, names, index, before, state, peers, params, check_mode, warnings)
+            # The local plane's flag is not touched: only these peers' traffic moves. A first pass
+            # as check mode runs, without the lock: a refused request, check mode and a request
+            # that changes nothing create nothing in state_dir, not even the lock file.
+            drained_before = drains.drains
+            out = peer_drains(maps, record, drains, names, index, before, state, peers, params, True,
+                              warnings if check_mode else [])
+            if out["changed"] and not check_mode:
+                with drains.locked():
+                    drained_before = drains.drains  # again under the lock: another run may have just finished
+                    out = peer_drains(maps, record, drains, names, index, before, state, peers, params, False, warnings)
             changed, changed_peers, notified = out["changed"], out["changed_peers"], out["notified"]
             planned, drained_after = out["states"], out["drains"]
             shown = [i for i, p in enumerate(before) if p.ifindex or i < named]

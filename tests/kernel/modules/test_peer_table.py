@@ -321,6 +321,12 @@ BAD = {
     "no_address": (_peers(((1, "planes"), [{"name": "a"}, {"name": "b", "ipv4": ""}])),
                    "peers[1].planes: peer 'h3' has no address on any plane"),
     "duplicate_names": (_peers(((1, "name"), "h2")), "peers[1].name: peer 'h2' is already declared at peers[0]"),
+    # A host is not its own peer: not by an address on its NICs, nor by its name (below, with host_name).
+    "own_address": (_peers(((1, "planes", 0, "ipv4"), L.ADDR[1][4][0] + "/24")),
+                    "peers[1].planes[0].ipv4: 198.18.0.1 is an address of this host, on fab0; a host is not its own "
+                    "peer: leave it out of the peers"),
+    "own_identity": (_peers(((0, "identity"), [L.ADDR[1][6][1]])),
+                     "peers[0].identity[0]: fd00:edf7:b::1 is an address of this host, on fab1"),
 }
 
 
@@ -331,6 +337,15 @@ def test_bad_peers_are_refused_before_anything_changes(host, case):
     peers, message = BAD[case]
     r = run(host, peers)
     assert r.get("failed") and message in r["msg"], r.get("msg")
+    assert snapshot(host) == before
+
+
+def test_a_peer_named_like_this_host_is_refused(host):
+    ok(run(host, [H2, H3], host_name="h1"))
+    before = snapshot(host)
+    r = run(host, [H2, dict(H3, name="h1")], host_name="h1")
+    assert r.get("failed") and r["msg"] == ("peers[1].name: 'h1' is this host (host_name); a host is not its own peer: "
+                                            "leave it out of the peers"), r.get("msg")
     assert snapshot(host) == before
 
 

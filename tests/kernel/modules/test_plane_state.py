@@ -61,8 +61,9 @@ def hosts(lab):
     for h in (1, 2):
         lab.maps(h).clear()
         fill(lab, h)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(lab.state_dirs[h], "peer_drains.json"))
+        for name in ("peer_drains.json", "peer_drains.lock"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(lab.state_dirs[h], name))
         # Routes a drain put in the held table (drain_routes.py) outlive the maps' reset.
         for family in ("-4", "-6"):
             subprocess.run(["ip", "-n", lab.ns[h], family, "route", "flush", "table", str(drain_routes.TABLE + 1)],
@@ -370,6 +371,19 @@ def test_peer_drain_refuses_unknown_peers_and_query(hosts):
     assert r.get("failed") and r["msg"] == "peers: only with state=drained or active"
     r = ok(state(hosts, "a", state="drained", peers=[]))  # no peer: nothing, not the whole plane
     assert not r["changed"] and not hosts.maps(1).get_plane(0)["drained"]
+
+
+def test_a_refused_or_check_mode_peer_drain_creates_no_file(hosts):
+    """Not even the record's lock file: a refusal and check mode leave state_dir as it was."""
+    files = sorted(os.listdir(hosts.state_dirs[1]))
+    assert "peer_drains.lock" not in files
+    ok(state(hosts, "a", state="drained", peers=["h2"], check=True))
+    assert state(hosts, "a", state="drained", peers=["h2", "nope"]).get("failed")
+    assert state(hosts, "a", state="active", peers=["nope"]).get("failed")
+    ok(state(hosts, "a", state="active", peers=["h2"]))  # nothing drained: nothing to change
+    assert sorted(os.listdir(hosts.state_dirs[1])) == files
+    ok(state(hosts, "a", state="drained", peers=["h2"], notify_peers=False))
+    assert "peer_drains.lock" in os.listdir(hosts.state_dirs[1])  # a change takes the lock
 
 
 def test_peer_drain_refuses_a_peer_left_without_a_plane(hosts):

@@ -20,7 +20,9 @@ def test_impossible_agent_timers_are_refused_before_any_change(fresh_lab):
     lab = fresh_lab
     rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', '-e', 'ebpf_failover_agent_hold_down_ms=20')
     assert rc != 0 and all(failed for _changed, failed in recap.values()), out[-3000:]
-    assert 'ebpf_failover_agent_hold_down_ms (20) >= interval x multiplier' in out, out[-3000:]
+    # The agent's own check (agent_config_refusal), naming the role variable.
+    assert ('ebpf_failover_agent_hold_down_ms: 20 ms is shorter than the detection time (interval_ms 10 x multiplier '
+            '3 = 30 ms)') in out, out[-3000:]
     assert all(changed == 0 for changed, _failed in recap.values()), recap
     for host in HOSTS:
         assert pinned(lab, host) == [], 'a refused run pinned maps on %s' % host

@@ -12,7 +12,11 @@ import json
 import subprocess
 
 import pytest
+import yaml
 from repo import REPO
+
+from ansible_collections.edgeft.failover.plugins.filter.agent import agent_config_refusal
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import MAXIMUM
 
 LAUNCHER = str(REPO / "bin" / "edgeft-agent")
 
@@ -83,3 +87,69 @@ def test_command_line_overrides_the_file(tmp_path, base):
 def test_check_command_refuses_like_run(tmp_path, base):
     r = run_agent(tmp_path, dict(base, interval_ms=0), command="check")
     assert r.returncode == 2 and "interval_ms:" in r.stderr
+
+
+# Numbers: JSON integers only (not floats, NaN, Infinity, booleans or strings), each in range.
+NUMBERS = [
+    ("nan", '"interval_ms": NaN', "interval_ms: expected an integer, got NaN"),
+    ("infinity", '"interval_ms": Infinity', "interval_ms: expected an integer, got Infinity"),
+    ("exponent", '"hold_down_ms": 1e12', "hold_down_ms: expected an integer, got 1000000000000.0"),
+    ("float", '"multiplier": 3.0', "multiplier: expected an integer, got 3.0"),
+    ("boolean", '"multiplier": true', "multiplier: expected an integer, got true"),
+    ("string", '"interval_ms": "10"', 'interval_ms: expected an integer, got "10"'),
+    ("interval_too_long", '"interval_ms": 60001', "interval_ms: must be at most 60000, got 60001"),
+    ("idle_too_long", '"idle_interval_ms": 3600001', "idle_interval_ms: must be at most 3600000, got 3600001"),
+    ("window_too_long", '"active_window_ms": 3600001', "active_window_ms: must be at most 3600000"),
+    ("multiplier_too_large", '"multiplier": 101', "multiplier: must be at most 100, got 101"),
+    ("hold_down_too_long", '"hold_down_ms": 3600001', "hold_down_ms: must be at most 3600000"),
+    ("tos", '"probe_tos": 256', "probe_tos: must be at most 255, got 256"),
+    ("resync", '"resync_ms": 0', "resync_ms: must be at least 1, got 0"),
+    ("dampening_nan", '"dampening": {"half_life_ms": NaN}', "dampening.half_life_ms: expected an integer, got NaN"),
+    ("dampening_large", '"dampening": {"max_suppress_ms": 3600001}', "dampening.max_suppress_ms: must be at most 3600000"),
+    ("backup_table_float", '"backup_routes": {"table": 60919.5}', "backup_routes.table: expected an integer, got 60919.5"),
+]
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+@pytest.mark.parametrize("case,member,message", NUMBERS, ids=[n[0] for n in NUMBERS])
+def test_numbers_are_json_integers_in_range(tmp_path, base, command, case, member, message):
+    text = json.dumps(base)[:-1] + ", " + member + "}"  # literal JSON: NaN and 1e12 as written
+    r = run_agent(tmp_path, text, command=command)
+    assert r.returncode == 2, (case, r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("edgeft-agent: error: " + message), r.stderr
+
+
+# The role checks the configuration it would write with the agent's own rules (a filter).
+ROLE_SETTINGS = {"pin_root": "/sys/fs/bpf/edgeft", "state_dir": "/var/lib/edgeft", "peers": [],
+                 "planes": [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16"},
+                            {"name": "b", "interface": "fab1", "ipv4": "198.19.1.11/16"}],
+                 "interval_ms": 10, "idle_interval_ms": 1000, "active_window_ms": 2000, "multiplier": 3,
+                 "hold_down_ms": 1000, "dampening": {}, "backup_routes": True, "metrics_listen": "127.0.0.1:9531",
+                 "log_level": "info"}
+
+
+def test_the_role_filter_refuses_what_the_agent_refuses_naming_the_role_variable():
+    assert agent_config_refusal(ROLE_SETTINGS, "ebpf_failover_agent_") == ""
+    assert agent_config_refusal(dict(ROLE_SETTINGS, hold_down_ms=20), "ebpf_failover_agent_").startswith(
+        "ebpf_failover_agent_hold_down_ms: 20 ms is shorter than the detection time")
+    assert agent_config_refusal(dict(ROLE_SETTINGS, interval_ms=60001), "ebpf_failover_agent_") == (
+        "ebpf_failover_agent_interval_ms: must be at most 60000, got 60001")
+    assert agent_config_refusal(dict(ROLE_SETTINGS, dampening={"reuse": 5000}), "ebpf_failover_agent_").startswith(
+        "ebpf_failover_agent_dampening.reuse: 5000 must be below")
+    # The plane declaration has its own variable: its message is the plane model's.
+    planes = [dict(ROLE_SETTINGS["planes"][0]), dict(ROLE_SETTINGS["planes"][1], interface="")]
+    assert agent_config_refusal(dict(ROLE_SETTINGS, planes=planes), "ebpf_failover_agent_") == (
+        "planes[1].interface: an interface name is required")
+
+
+def test_the_role_documents_the_agents_bounds():
+    """meta/argument_specs.yml states each timer's upper bound as agent/config.py enforces it."""
+    specs = yaml.safe_load((REPO / "roles" / "ebpf_failover" / "meta" / "argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"]["options"]
+    for setting in ("interval_ms", "idle_interval_ms", "active_window_ms", "multiplier", "hold_down_ms"):
+        text = " ".join(options["ebpf_failover_agent_" + setting]["description"])
+        assert str(MAXIMUM[setting]) in text, (setting, text)
+    dampening = " ".join(options["ebpf_failover_agent_dampening"]["description"])
+    for key in ("penalty", "suppress", "reuse", "half_life_ms", "max_suppress_ms"):
+        assert str(MAXIMUM["dampening." + key]) in dampening, key

@@ -9,6 +9,7 @@ import subprocess
 
 import import_graph
 import jinja2
+import jinja2.nativetypes
 import pytest
 import yaml
 
@@ -71,9 +72,14 @@ def test_rendered_configuration_is_accepted():
     env.filters["dict2items"] = lambda d: [{"key": k, "value": v} for k, v in d.items()]
     env.filters["items2dict"] = lambda items: {i["key"]: i["value"] for i in items}
     variables = {k: v for k, v in DEFAULTS.items() if not str(v).startswith("{{")}
-    text = env.from_string((ROLE / "templates" / "agent.json.j2").read_text()).render(
-        ebpf_failover_pin_root="/sys/fs/bpf/edgeft", ebpf_failover_state_dir="/var/lib/edgeft",
-        ebpf_failover_planes=planes, ebpf_failover_peers=peers, **variables)
+    # The settings (vars/main.yml) evaluate to native types, as Ansible's templating does.
+    native = jinja2.nativetypes.NativeEnvironment()
+    native.filters.update(env.filters)
+    context = dict(ebpf_failover_pin_root="/sys/fs/bpf/edgeft", ebpf_failover_state_dir="/var/lib/edgeft",
+                   ebpf_failover_planes=planes, ebpf_failover_peers=peers, **variables)
+    settings = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["ebpf_failover_agent_settings"]
+    settings = {k: native.from_string(v).render(**context) if isinstance(v, str) else v for k, v in settings.items()}
+    text = env.from_string((ROLE / "templates" / "agent.json.j2").read_text()).render(ebpf_failover_agent_settings=settings)
     cfg = Config(json.loads(text))
     assert [p["interface"] for p in cfg.planes] == ["fab0", "fab1"]
     assert [p["gateway"] for p in cfg.planes] == [{4: "198.18.1.1", 6: "fd0e:d6ef:7a00:1::1"}, {4: None, 6: None}]
