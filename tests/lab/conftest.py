@@ -32,9 +32,14 @@ def shared_routed_deployment(tmp_path_factory):
     yield from _shared(tmp_path_factory, 'routed')
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     """After the last lab test, bring the shared labs down: the scenarios that follow get the
-    machine to themselves."""
-    if nextitem is None or HERE not in Path(nextitem.path).parents:
-        for shared in SHARED:
-            shared.release()
+    machine to themselves. After that test's own fixtures are torn down (a wrapper): they may
+    still read the lab."""
+    try:
+        return (yield)
+    finally:
+        if nextitem is None or HERE not in Path(nextitem.path).parents:
+            for shared in SHARED:
+                shared.release()
