@@ -39,14 +39,9 @@ def endpoint():
 @pytest.mark.parametrize("request_bytes,status,with_body", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_every_answer_has_a_body_of_its_announced_length(endpoint, request_bytes, status, with_body):
     server, client = socket.socketpair()
-    with client:
+    with client, client.makefile("rb") as reader:
         endpoint._answer(server, request_bytes)  # writes the answer and closes its end
-        answer = b""
-        while True:
-            chunk = client.recv(65536)
-            if not chunk:
-                break
-            answer += chunk
+        answer = reader.read()
     head, separator, body = answer.partition(b"\r\n\r\n")
     assert separator and head.startswith(b"HTTP/1.0 " + status + b" "), answer
     length = int(re.search(rb"\r\nContent-Length: (\d+)\r\n", head + b"\r\n").group(1))
