@@ -45,8 +45,8 @@ class FirstHop:
         return self.sock
 
     def send(self, session: int, now: int) -> bool:
-        payload = echo.request(self.path.family, session, session, self.path.seq + 1, now)
-        self.path.request(session, now)
+        seq, token = self.path.next_probe(now)
+        payload = echo.request(self.path.family, session, session, seq, token)
         try:
             self.sock.sendto(payload, (self.path.address, 0))
             return True

@@ -7,11 +7,18 @@ Loss is counted per probe *sent*: each probe is judged when the next one goes
 meanwhile was read. So a stalled agent, which sends nothing while it stalls, never turns its
 own stall into missed probes. `multiplier` consecutive unanswered probes make
 the path dead.
+
+A reply counts once, only for a probe still outstanding (one of the last `multiplier` sent:
+older ones were judged missed long ago), and only if it carries the probe's token: 64 random
+bits sent in the probe's time field, which the peer's data path echoes untouched. A host off the
+path never sees a token, so it can neither forge a reply nor replay one (docs/agent.md says what
+a host on the path can still do). Every other reply is counted as rejected and ignored.
 """
 
 from __future__ import annotations
 
 import collections
+import secrets
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
 
@@ -28,6 +35,8 @@ class Path:
         self.multiplier = multiplier
         self.seq = 0  # last sequence number sent
         self.sent_ns = 0  # when it left
+        self.outstanding = {}  # seq -> (token, sent_ns) of the probes a reply may still answer
+        self.rejected = 0  # replies for no outstanding probe, again, or with a wrong token
         self.answered = 0  # highest sequence number answered
         self.checked = 0  # last sequence number judged
         self.misses = 0  # consecutive probes judged unanswered
@@ -54,16 +63,29 @@ class Path:
             if self.misses >= self.multiplier:
                 self.judge.observe(False, now)
 
-    def request(self, session: int, now: int) -> bytes:
+    def next_probe(self, now: int) -> tuple:
+        """(seq, token) of a new probe, outstanding from now."""
         self.seq += 1
         self.sent += 1
         self.sent_ns = now
-        return probe.request(session, self.seq, now)
+        token = secrets.randbits(64)
+        self.outstanding[self.seq] = (token, now)
+        self.outstanding.pop(self.seq - max(self.multiplier, 1), None)  # judged missed: too late to count
+        return self.seq, token
 
-    def replied(self, seq: int, sent_ns: int, now: int) -> bool:
-        """A reply for one of our probes; False for a sequence number never sent."""
-        if not 0 < seq <= self.seq:
+    def request(self, session: int, now: int) -> bytes:
+        seq, token = self.next_probe(now)
+        return probe.request(session, seq, token)
+
+    def replied(self, seq: int, token: int, now: int) -> bool:
+        """A reply carrying (seq, token); False (counted in rejected) unless it answers an
+        outstanding probe for the first time."""
+        found = self.outstanding.get(seq)
+        if found is None or found[0] != token:
+            self.rejected += 1
             return False
+        del self.outstanding[seq]
+        sent_ns = found[1]
         self.received += 1
         self.answered = max(self.answered, seq)
         self.misses = 0

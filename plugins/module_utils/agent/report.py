@@ -30,7 +30,7 @@ def _first_hop(fh, now):
         return None
     p = fh.path
     return {"address": p.address, "alive": p.judge.alive, "misses": p.misses, "sent": p.sent, "received": p.received,
-            "rtt_ms": _ms(p.rtt_last_ns), "loss": round(p.loss_ratio(), 4), "last_reply_age_ms": _age_ms(now, p.last_reply_ns)}
+            "rejected": p.rejected, "rtt_ms": _ms(p.rtt_last_ns), "loss": round(p.loss_ratio(), 4), "last_reply_age_ms": _age_ms(now, p.last_reply_ns)}
 
 
 def status(agent) -> dict:
@@ -71,7 +71,7 @@ def status(agent) -> dict:
                 "probe_every_ms": agent.probe_step(path) // 1000000,
                 "stable_ms": _age_ms(now, j.alive_since) if j.alive else 0,
                 "rtt_ms": _ms(path.rtt_last_ns), "rtt_avg_ms": _ms(path.rtt_avg_ns),
-                "loss": round(path.loss_ratio(), 4), "sent": path.sent, "received": path.received,
+                "loss": round(path.loss_ratio(), 4), "sent": path.sent, "received": path.received, "rejected": path.rejected,
                 "send_errors": path.send_errors, "last_reply_age_ms": _age_ms(now, path.last_reply_ns),
                 "failovers": path.failovers, "failbacks": path.failbacks,
                 "penalty": round(j.damp.penalty(now)), "suppressed": j.damp.suppressed(now),
@@ -149,6 +149,8 @@ def metrics(agent) -> str:
             fam("edgeft_path_alive", "gauge", "Probes currently answered (fewer than multiplier missed)").add(j.alive, **lab)
             fam("edgeft_path_probes_sent_total", "counter", "Probes sent").add(path.sent, **lab)
             fam("edgeft_path_probes_received_total", "counter", "Probe replies received").add(path.received, **lab)
+            fam("edgeft_path_replies_rejected_total", "counter",
+                "Replies ignored: for no outstanding probe, a second time, or with a wrong token").add(path.rejected, **lab)
             fam("edgeft_path_probe_loss_ratio", "gauge", "Probe loss over the last 100 probes").add(path.loss_ratio(), **lab)
             fam("edgeft_path_rtt_seconds", "gauge", "Last probe round-trip time").add(
                 None if path.rtt_last_ns is None else path.rtt_last_ns / 1e9, **lab)

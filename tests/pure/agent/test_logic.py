@@ -93,20 +93,19 @@ def test_path_dies_after_multiplier_unanswered_probes():
 
 def test_a_late_reply_resets_the_misses():
     p = make_path()
-    p.request(1, 0)
+    first = p.next_probe(0)
     p.check(10 * MS)
-    p.request(1, 10 * MS)
+    p.next_probe(10 * MS)
     p.check(20 * MS)
     assert p.misses == 2
-    assert p.replied(1, 0, 25 * MS)  # the first probe, late: the path works
+    assert p.replied(*first, 25 * MS)  # the first probe, late: the path works
     assert p.misses == 0 and p.rtt_last_ns == 25 * MS
 
 
 def test_an_agent_stall_is_not_a_network_failure():
     """Nothing sent while the loop stalled: only the last probe is judged, once."""
     p = make_path()
-    p.request(1, 0)
-    p.replied(1, 0, 1 * MS)
+    p.replied(*p.next_probe(0), 1 * MS)
     p.check(500 * MS)
     p.check(510 * MS)
     assert p.misses == 0 and p.judge.alive
@@ -114,19 +113,47 @@ def test_an_agent_stall_is_not_a_network_failure():
 
 def test_replies_to_probes_never_sent_are_ignored():
     p = make_path()
-    p.request(1, 0)
-    assert not p.replied(5, 0, 1 * MS)
-    assert not p.replied(0, 0, 1 * MS)
-    assert p.received == 0
+    _seq, token = p.next_probe(0)
+    assert not p.replied(5, token, 1 * MS)
+    assert not p.replied(0, token, 1 * MS)
+    assert p.received == 0 and p.rejected == 2
+
+
+def test_a_forged_or_replayed_reply_does_not_count():
+    """The reply must carry the probe's token, answers it once, and only while it is outstanding
+    (one of the last multiplier probes): guessing sequence numbers, or sending a captured reply
+    again, keeps nothing alive."""
+    p = make_path(multiplier=3)
+    seq, token = p.next_probe(0)
+    assert not p.replied(seq, token ^ 1, 1 * MS)  # a guess of the token
+    assert not p.replied(seq, 0, 1 * MS)
+    assert p.replied(seq, token, 1 * MS)
+    assert not p.replied(seq, token, 2 * MS)  # the same reply again
+    old = p.next_probe(10 * MS)
+    for i in range(3):  # three newer probes, all unanswered: the old one was judged missed
+        p.check((20 + 10 * i) * MS)
+        p.next_probe((20 + 10 * i) * MS)
+    assert not p.replied(*old, 60 * MS)
+    assert (p.received, p.rejected) == (1, 4)
+
+
+def test_a_request_carries_its_token_and_the_reply_gives_it_back():
+    p = make_path()
+    payload = p.request(0xEDF7, 5 * MS)
+    # The peer's data path answers by swapping the two kind halves and nothing else.
+    reply = payload[:4] + payload[6:8] + payload[4:6] + payload[8:]
+    session, seq, token = probe.parse_reply(reply)
+    assert (session, seq) == (0xEDF7, p.seq) and token == p.outstanding[seq][0] and token != 5 * MS
+    assert p.replied(seq, token, 6 * MS) and p.rtt_last_ns == 1 * MS
 
 
 def test_loss_ratio_over_the_window():
     p = make_path(multiplier=1000)
     for i in range(10):
         p.check(i * 10 * MS)
-        p.request(1, i * 10 * MS)
+        sent = p.next_probe(i * 10 * MS)
         if i % 2:
-            p.replied(p.seq, i * 10 * MS, i * 10 * MS + 1)
+            p.replied(*sent, i * 10 * MS + 1)
     p.check(100 * MS)
     assert p.loss_ratio() == pytest.approx(0.5)
 
