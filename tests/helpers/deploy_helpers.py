@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -10,14 +11,30 @@ from repo import REPO
 RECAP = re.compile(r'^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
 
 
-def run_playbook(inventory, playbook='playbooks/site.yml', *extra):
-    """Run a playbook of the collection; return (returncode, output, {host: (changed, failed)})."""
+def run_playbook(inventory, playbook='playbooks/site.yml', *extra, env=None):
+    """Run a playbook of the collection; return (returncode, output, {host: (changed, failed)}).
+    env: more environment variables for ansible-playbook."""
     proc = subprocess.run(['ansible-playbook', '-i', str(inventory), str(REPO / playbook)] + list(extra),
                           cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False,
-                          env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1'))
+                          env=dict(os.environ, ANSIBLE_FORCE_COLOR='0', ANSIBLE_NOCOLOR='1', **(env or {})))
     out = proc.stdout + proc.stderr
     recap = {m.group(1): (int(m.group(3)), int(m.group(4)) + int(m.group(5))) for m in RECAP.finditer(out)}
     return proc.returncode, out, recap
+
+
+FAILURE = re.compile(r'^(?:fatal|failed): \[(\S+)\].*? => (\{.*\})$', re.M)
+
+
+def failure_messages(out):
+    """{host: [msg, ...]} of the failed tasks in a run made with env=ONE_LINE_RESULTS."""
+    found = {}
+    for m in FAILURE.finditer(out):
+        found.setdefault(m.group(1), []).append(json.loads(m.group(2)).get('msg', m.group(2)))
+    return found
+
+
+# Each task result on one line (the checkout's ansible.cfg prints YAML), for failure_messages.
+ONE_LINE_RESULTS = {'ANSIBLE_CALLBACK_RESULT_FORMAT': 'json'}
 
 
 def pinned(lab, host):

@@ -53,6 +53,15 @@ def test_a_plane_the_data_path_cannot_carry_is_refused_before_any_change(fresh_l
         assert 'fd0e:d6ef:7c00' not in lo, 'a refused run configured plane c on %s' % host
 
 
+def test_a_bad_backup_route_is_refused_before_any_change(fresh_lab, tmp_path):
+    """The backup routes are set after every role: their declaration is checked first, so a bad
+    route leaves an undeployed host as it was instead of deployed and then refused."""
+    routes = [{'dst': '198.18.2.11/32', 'via': [{'interface': 'fab0', 'metric': 300}, {'interface': 'fab1', 'metric': 200}]}]
+    extra = tmp_path / 'routes.json'
+    extra.write_text(json.dumps({'edgeft_backup_routes': routes}))
+    refused_on_every_host(fresh_lab, 'edgeft_backup_routes[0].via[1].metric: 200', '-e', '@%s' % extra)
+
+
 def test_check_then_deploy_then_idempotent(fresh_lab):
     lab = fresh_lab
 

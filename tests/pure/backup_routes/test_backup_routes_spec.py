@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.edgeft.failover.plugins.filter.backup_routes import backup_route_refusal
 from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes import spec
 from ansible_collections.edgeft.failover.plugins.module_utils.backup_routes.spec import OptionError
 
@@ -103,3 +104,24 @@ def test_absent_needs_only_destinations():
         (4, "198.18.2.11/32"), (6, "fd0e:d6ef:7a00:2::b/128")}
     with pytest.raises(OptionError, match=r"routes\[0\]\.dst: 198.18.2.11/8 has host bits set"):
         spec.normalize_destinations([{"dst": "198.18.2.11/8"}])
+
+
+@pytest.mark.parametrize("routes, message", [
+    ([V4, dict(V4, dst="198.18.2.11")], "edgeft_backup_routes[1].dst: 198.18.2.11/32 is already declared at edgeft_backup_routes[0].dst"),
+    ([dict(V4, dst="198.18.2.0/16")], "edgeft_backup_routes[0].dst: 198.18.2.0/16 has host bits set"),
+    ([dict(V4, via=[{"interface": "fab0", "metric": 300}, {"interface": "fab1", "metric": 200}])],
+     "edgeft_backup_routes[0].via[1].metric: 200"),
+    ([dict(V4, weights=[1, 2])], "edgeft_backup_routes[0].weights: weights apply to mode multipath only"),
+    ("198.18.2.11/32", "edgeft_backup_routes: expected a list of routes"),
+])
+def test_site_refuses_what_the_module_would_with_the_inventory_name(routes, message):
+    """site.yml asserts on backup_route_refusal before any role runs (the routes are set last):
+    the module's own validation, naming the inventory variable."""
+    assert message in backup_route_refusal(routes)
+    with pytest.raises(OptionError) as refused:
+        spec.normalize_routes(routes)
+    assert backup_route_refusal(routes, option="routes") == str(refused.value)
+
+
+def test_site_accepts_what_the_module_accepts():
+    assert backup_route_refusal([V4, V6, MP]) == ""

@@ -1,0 +1,56 @@
+"""Everything edgeft may change on a lab host, read as text, to prove a run changed nothing.
+
+What a deployment writes: links, addresses, the routes of every table and the rules of both
+families, the sysctls of the given NICs (and `all`/`default`), their qdiscs and tc filters (a
+replaced program shows as a new id), the pinned maps and the state directory's files (by
+content). Neighbour entries are left out: their states change with traffic on their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+
+
+def _read(lab, host, *argv):
+    return subprocess.run(lab.exec_argv(host, list(argv)), capture_output=True, text=True, check=True).stdout
+
+
+def _files(root):
+    """{path below root: sha256 of its content} of every file below root."""
+    found = {}
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, 'rb') as f:
+                found[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+    return found
+
+
+def host_snapshot(lab, host, nics, state_dir):
+    """{what: its text} of `host` in `lab`; two snapshots are equal when nothing changed."""
+    snap = {
+        'links': _read(lab, host, 'ip', '-d', 'link', 'show'),
+        'addresses': _read(lab, host, 'ip', 'address', 'show'),
+        'routes4': _read(lab, host, 'ip', '-4', 'route', 'show', 'table', 'all'),
+        'routes6': _read(lab, host, 'ip', '-6', 'route', 'show', 'table', 'all'),
+        'rules4': _read(lab, host, 'ip', '-4', 'rule', 'show'),
+        'rules6': _read(lab, host, 'ip', '-6', 'rule', 'show'),
+        # -e: IPv6's stable_secret cannot be read until it is set.
+        'sysctls': _read(lab, host, 'sysctl', '-e', '-a', '--pattern',
+                         r'^net\.ipv[46]\.(conf|neigh)\.(%s)\.' % '|'.join(list(nics) + ['all', 'default'])),
+        'pins': sorted(_files(str(lab.pin_root(host)))),
+        'state files': _files(state_dir),
+    }
+    for nic in nics:
+        snap['qdiscs %s' % nic] = _read(lab, host, 'tc', 'qdisc', 'show', 'dev', nic)
+        for direction in ('ingress', 'egress'):
+            snap['filters %s %s' % (nic, direction)] = _read(lab, host, 'tc', 'filter', 'show', 'dev', nic, direction)
+    return snap
+
+
+def differences(before, after):
+    """The parts of two snapshots that differ, each with both texts, for an assertion message."""
+    return ['%s:\n--- before\n%s\n--- after\n%s' % (what, before[what], after.get(what))
+            for what in before if before[what] != after.get(what)]
