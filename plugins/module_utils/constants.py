@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import socket
 
+# The collection's version (galaxy.yml's, kept equal by tests/pure/test_collection_build.py):
+# what `edgeft-agent --version` and the edgeft_build_info metric report.
+VERSION = "0.1.0"
+
 # Where the modules and the agent record what they made (every state_dir's default).
 STATE_DIR = "/var/lib/edgeft"
 

@@ -28,7 +28,7 @@ import selectors
 import signal
 import time
 
-from ansible_collections.edgeft.failover.plugins.module_utils.agent import netlink
+from ansible_collections.edgeft.failover.plugins.module_utils.agent import exposition, metrics, netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_SCAN_MS
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.endpoint import Endpoint
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.judge import Dampening, Judge
@@ -93,6 +93,7 @@ class Agent(PlaneWatch, RouteKeeper):
         self.planes = {}
         self.events = collections.deque(maxlen=EVENT_LOG)
         self.totals = {"failovers": 0, "failbacks": 0}
+        self.retired = {}  # plane -> {counter: what removed paths had counted} (agent/metrics.py)
         self.loop_lag_max_ns = 0
         self.stopping = False
         self.links = None
@@ -160,7 +161,7 @@ class Agent(PlaneWatch, RouteKeeper):
         from ansible_collections.edgeft.failover.plugins.module_utils.agent import report
 
         return {
-            "/metrics": lambda: (report.CONTENT_TYPE, report.metrics(self).encode()),
+            "/metrics": lambda: (exposition.CONTENT_TYPE, metrics.metrics(self).encode()),
             "/status": lambda: ("application/json", report.status_json(self).encode()),
         }
 
@@ -246,6 +247,9 @@ class Agent(PlaneWatch, RouteKeeper):
     def _drop_path(self, path) -> None:
         if path.timer is not None:
             path.timer.cancel()
+        retired = self.retired.setdefault(path.plane, {})
+        for counter in metrics.PATH_COUNTERS:
+            retired[counter] = retired.get(counter, 0) + getattr(path, counter)
         self.paths.pop((path.peer_id, path.plane), None)
         self.by_address.pop((path.plane, path.family, path.address), None)
 

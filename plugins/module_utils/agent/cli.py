@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 
+from ansible_collections.edgeft.failover.plugins.module_utils import constants
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import config as config_mod
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ConfigError
 
@@ -26,6 +27,7 @@ PROG = "edgeft-agent"
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="edgeft failover agent: probes, link events, metrics")
+    p.add_argument("--version", action="version", version="%s %s" % (PROG, constants.VERSION))
     p.add_argument("command", choices=COMMANDS, help="run the agent (default), check the configuration, or show status")
     p.add_argument("--config", "-c", help="JSON configuration file (docs/agent.md)")
     p.add_argument("--pin-root", dest="pin_root", help="bpffs directory of this host's pinned maps")
@@ -59,12 +61,12 @@ def _logger(level: str) -> logging.Logger:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
+    if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "run")
     try:
         args = parser().parse_args(argv)
     except SystemExit as e:
-        return 0 if e.code in (0, None) else 2  # --help exits 0, usage errors 2
+        return 0 if e.code in (0, None) else 2  # --help and --version exit 0, usage errors 2
     overrides = {k: getattr(args, k) for k in ("pin_root", "state_dir", "interval_ms", "idle_interval_ms",
                                                "active_window_ms", "multiplier", "hold_down_ms", "metrics_listen", "backup_routes", "log_level")}
     try:

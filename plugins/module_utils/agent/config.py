@@ -33,6 +33,7 @@ DEFAULTS = {
     "backup_routes": None,
     "metrics_listen": "127.0.0.1:9531",
     "resync_ms": 1000,
+    "metrics_peers": 10,
     "log_level": "info",
 }
 
@@ -85,6 +86,7 @@ MAXIMUM = {
     "hold_down_ms": 3600000,
     "probe_tos": 255,
     "resync_ms": 3600000,
+    "metrics_peers": 4096,
     "dampening.penalty": 1000000,
     "dampening.suppress": 1000000,
     "dampening.reuse": 1000000,
@@ -257,6 +259,7 @@ class Config:
                               "table's 32766), got %d" % self.backup_routes["priority"])
         self.metrics_listen = _listen(d["metrics_listen"])
         self.resync_ms = _int(d, "resync_ms", 1)
+        self.metrics_peers = _int(d, "metrics_peers", 0)
         if d["log_level"] not in LOG_LEVELS:
             raise ConfigError("log_level: expected one of %s, got %r" % (", ".join(LOG_LEVELS), d["log_level"]))
         self.log_level = d["log_level"]

@@ -49,6 +49,7 @@ class Path:
         self.rtt_avg_ns = None
         self.last_reply_ns = 0
         self.outcomes = collections.deque(maxlen=LOSS_WINDOW)
+        self.lost = 0  # unanswered probes in outcomes, kept as they come and go (metrics read it per path)
         self.timer = None
 
     def check(self, now: int) -> None:
@@ -57,8 +58,11 @@ class Path:
             return
         self.checked = self.seq
         answered = self.answered >= self.seq
+        if len(self.outcomes) == self.outcomes.maxlen and not self.outcomes[0]:
+            self.lost -= 1  # about to leave the window
         self.outcomes.append(answered)
         if not answered:
+            self.lost += 1
             self.misses += 1
             if self.misses >= self.multiplier:
                 self.judge.observe(False, now)
@@ -109,4 +113,4 @@ class Path:
     def loss_ratio(self) -> float:
         if not self.outcomes:
             return 0.0
-        return 1.0 - sum(self.outcomes) / float(len(self.outcomes))
+        return self.lost / float(len(self.outcomes))

@@ -11,6 +11,8 @@ import time
 
 from edgeft_lab.traffic import TcpStream, UdpStream
 
+from ansible_collections.edgeft.failover.plugins.module_utils.constants import VERSION
+
 HOLD_DOWN_MS = 1000  # role default (roles/ebpf_failover/defaults/main.yml)
 # 1,000 probe intervals of 10 ms on each path, under 10 kpps: long enough for a false failover
 # from probe timing to show. The 60 s soak is the benchmark's no-fault row.
@@ -97,6 +99,10 @@ def test_silent_peer_tor(agent_lab):
     assert m[("edgeft_path_failovers_total", path)] == 1 and m[("edgeft_path_failbacks_total", path)] == 1
     assert m[("edgeft_path_up", path)] == 1
     assert m[("edgeft_datapath_steered_packets_total", plane_a)] > 0  # traffic really left plane a meanwhile
+    # The plane's aggregates count the same path, and the agent says its version.
+    assert m[("edgeft_plane_path_failovers_total", plane_a)] == 1 and m[("edgeft_plane_path_failbacks_total", plane_a)] == 1
+    assert m[("edgeft_plane_paths", plane_a | {("state", "up")})] == 1
+    assert [key for name, key in m if name == "edgeft_build_info"] == [frozenset({"version": VERSION}.items())]
 
 
 def test_no_failover_without_faults(agent_lab):
