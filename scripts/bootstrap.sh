@@ -82,6 +82,29 @@ if [[ ! -e "/lib/modules/${kver}/build/include" ]]; then
   fi
 fi
 
+# promtool, for the tests of the Prometheus alert rules (monitoring/), only on request
+# (EDGEFT_WITH_PROMTOOL=1: the test command). Taken out of the distribution's prometheus package
+# without installing it, so no Prometheus service starts on this machine; cached per version.
+if [[ "${EDGEFT_WITH_PROMTOOL:-0}" == 1 ]]; then
+  prom_ver="$(apt-cache policy prometheus 2>/dev/null | awk '/Candidate:/ {print $2}')"
+  if [[ -z "${prom_ver}" || "${prom_ver}" == "(none)" ]]; then
+    apt_update_once
+    prom_ver="$(apt-cache policy prometheus 2>/dev/null | awk '/Candidate:/ {print $2}')"
+  fi
+  [[ -n "${prom_ver}" && "${prom_ver}" != "(none)" ]] || die "no prometheus package to take promtool from (apt-cache policy prometheus)"
+  prom_dir="${EDGEFT_CACHE}/promtool/${prom_ver}"
+  if [[ ! -x "${prom_dir}/promtool" ]]; then
+    log "extracting promtool from the prometheus package ${prom_ver} (not installed)"
+    prom_tmp="$(mktemp -d)"
+    (cd "${prom_tmp}" && apt-get download -qq "prometheus=${prom_ver}" 2>/dev/null)
+    dpkg-deb -x "${prom_tmp}"/prometheus_*.deb "${prom_tmp}/root"
+    mkdir -p "${prom_dir}"
+    install -m 0755 "${prom_tmp}/root/usr/bin/promtool" "${prom_dir}/promtool"
+    rm -rf "${prom_tmp}"
+  fi
+  export EDGEFT_PROMTOOL="${prom_dir}/promtool"
+fi
+
 # Virtualenv on the system Python with its site packages visible, because bcc's bindings exist
 # only as the Debian package python3-bpfcc. It lives in the machine's cache, one per set of pins
 # (EDGEFT_CACHE, default /var/cache/edgeft), and .venv links to it: every clone of the project on

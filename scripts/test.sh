@@ -6,6 +6,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export EDGEFT_WITH_TORCH=1  # the demo's DDP workload is tested too
+export EDGEFT_WITH_PROMTOOL=1  # the alert rules are checked with promtool
 # shellcheck source=scripts/bootstrap.sh
 source "${here}/bootstrap.sh"
 cd "${EDGEFT_ROOT}"
