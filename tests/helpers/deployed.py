@@ -79,13 +79,28 @@ def _deploy(inventory_dir, prefix, topology):
     return lab
 
 
+def _settle_preferences(maps):
+    """Put back the deployment's preferred target (plane 0) of every peer that is not steered.
+
+    A peer's active_plane is only where its traffic goes while its own plane is down; the data
+    path and the drains move it (to the plane the peer's steered traffic came in on, to a drain's
+    target) and an undrain leaves it there. It changes nothing while no bit is set, but the next
+    test is promised the state a deployment leaves."""
+    for peer_id in maps.peer_ids():
+        st = maps.state.get(peer_id)
+        if st.active_plane and not st.down_mask and not st.learned_mask:
+            st.active_plane = 0
+            maps.state.put(peer_id, st)
+
+
 def neutral_problem(lab):
     """Why the deployed lab is not as a deployment leaves it (a plane drained or down, a peer
-    steered, learned or judged down, a host unreachable), after repairing every fault; None
-    when it is."""
+    steered, learned or judged down, a host unreachable), after repairing every fault and
+    settling unsteered peers' preferred planes; None when it is."""
     lab.repair_all()
     for host in [h.name for h in lab.plan.hosts]:
         with DatapathMaps.open_pinned(str(lab.pin_root(host))) as maps:
+            _settle_preferences(maps)
             for index in range(len(PLANES)):
                 flags = maps.planes.get(index).flags
                 if flags & layout.PLANE_DRAINED or not flags & layout.PLANE_UP:
