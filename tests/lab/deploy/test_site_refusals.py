@@ -113,3 +113,21 @@ def test_each_plane_rule_is_refused_with_the_host_unchanged(lab, tmp_path, batch
     for host in HOSTS:
         changed = differences(before[host], host_snapshot(lab, host, NICS, hosts[host]['edgeft_state_dir']))
         assert not changed, 'a refused run changed %s:\n%s' % (host, '\n'.join(changed))
+
+
+def test_a_fabric_of_one_host_is_refused_with_the_host_unchanged(lab, tmp_path):
+    """A host alone in its peer group would get an empty peer table: nothing to fail over to."""
+    with open(lab.inventory_path) as f:
+        inventory = yaml.safe_load(f)
+    hosts = inventory['all']['children']['fabric']['hosts']
+    for host in HOSTS[1:]:
+        del hosts[host]
+    path = tmp_path / 'alone.yml'
+    path.write_text(yaml.safe_dump(inventory))
+    before = host_snapshot(lab, 'r1h1', NICS, hosts['r1h1']['edgeft_state_dir'])
+    rc, out, recap = run_playbook(path, 'playbooks/site.yml', env=ONE_LINE_RESULTS)
+    assert rc != 0 and recap.get('r1h1') == (0, 1), out[-3000:]
+    assert any("group 'fabric' holds no host with edgeft_planes but r1h1" in msg
+               for msg in failure_messages(out).get('r1h1', [])), out[-3000:]
+    changed = differences(before, host_snapshot(lab, 'r1h1', NICS, hosts['r1h1']['edgeft_state_dir']))
+    assert not changed, 'a refused run changed r1h1:\n%s' % '\n'.join(changed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 
 from deploy_helpers import run_playbook
@@ -38,9 +39,9 @@ def datapath_state(lab):
     return out
 
 
-def maintain(lab, playbook, switch, tmp_path, *extra):
+def maintain(lab, playbook, switch, tmp_path, *extra, inventory=None):
     report_dir = tmp_path / 'report'
-    rc, out, _recap = run_playbook(lab.inventory_path, 'playbooks/%s.yml' % playbook, '-e', 'edgeft_switch=%s' % switch,
+    rc, out, _recap = run_playbook(inventory or lab.inventory_path, 'playbooks/%s.yml' % playbook, '-e', 'edgeft_switch=%s' % switch,
                                    '-e', 'edgeft_report_dir=%s' % report_dir, '-e', 'edgeft_verify_seconds=1', *extra)
     reports = sorted(report_dir.glob('*/report.json'))
     report = json.loads(reports[-1].read_text()) if reports else None
@@ -60,6 +61,46 @@ def test_check_mode_shows_what_would_move_and_changes_nothing(lab, clean, tmp_pa
     assert rc == 0, out[-4000:]
     assert 'Would drain tor-r1-a: plane a off on r1h1, r1h2; r2h1, r2h2 steer its traffic for them' in ' '.join(out.split())
     assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'would undrain')]
+    assert datapath_state(lab) == clean
+
+
+def fabric_and_spines_only(lab, tmp_path):
+    """The lab's inventory as the production example writes one: group fabric, and group switches
+    with the spines only; no rack, plane or switch groups (the ToRs are what the hosts name in
+    edgeft_planes[].switch)."""
+    inventory = yaml.safe_load(lab.inventory_path.read_text())
+    children = inventory['all']['children']
+    for name in [n for n in children if n.startswith(('switch_', 'rack_', 'plane_'))]:
+        del children[name]
+    switches = children['switches']['hosts']
+    for name in [n for n, v in switches.items() if v.get('edgeft_switch_role') != 'spine']:
+        del switches[name]
+    path = tmp_path / 'fabric_and_spines.yml'
+    path.write_text(yaml.safe_dump(inventory))
+    return path
+
+
+def test_an_inventory_of_fabric_and_spines_only_deploys_drains_and_maintains(lab, clean, tmp_path):
+    inventory = fabric_and_spines_only(lab, tmp_path)
+    rc, out, _recap = run_playbook(inventory, 'playbooks/site.yml', '--check')
+    assert rc == 0, out[-4000:]
+    rc, out, report = maintain(lab, 'rolling_maintenance', 'tor-r1-a,spine-b', tmp_path / 'check', '--check',
+                               inventory=inventory)
+    assert rc == 0, out[-4000:]
+    text = ' '.join(out.split())
+    assert 'Would drain tor-r1-a: plane a off on r1h1, r1h2; r2h1, r2h2 steer its traffic for them' in text, out[-4000:]
+    assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'would undrain'), ('spine-b', 'would undrain')]
+    assert datapath_state(lab) == clean
+    # A ToR that is no inventory host at all, drained and undrained for real.
+    rc, out, report = maintain(lab, 'switch_drain', 'tor-r2-b', tmp_path / 'drain', inventory=inventory)
+    try:
+        assert rc == 0, out[-4000:]
+        assert [(r['switch'], r['status'], r['lost_packets']) for r in report] == [('tor-r2-b', 'drained', 0)]
+        drained = datapath_state(lab)
+        assert drained['r2h1']['planes'][1] & 0x2 and drained['r2h2']['planes'][1] & 0x2
+    finally:
+        rc, out, report = maintain(lab, 'switch_undrain', 'tor-r2-b', tmp_path / 'undrain', inventory=inventory)
+    assert rc == 0, out[-4000:]
     assert datapath_state(lab) == clean
 
 

@@ -46,10 +46,11 @@ def test_groups_and_lists_resolve_in_order_without_repeats(lab):
 
 
 @pytest.mark.parametrize("targets, text", [
-    ("tor-r9-a", "'tor-r9-a' is neither a switch of the inventory nor a group of switches (group 'switches': tor-r1-a"),
+    ("tor-r9-a", "'tor-r9-a' is neither a switch of the inventory nor a group of switches (switches: tor-r1-a"),
     ("", "edgeft_switch: name at least one switch"),
     (None, "edgeft_switch: name at least one switch"),
-    ("rack_r1", "group 'rack_r1' holds r1h1, r1h2, which are not in group 'switches'"),
+    ("rack_r1", "group 'rack_r1' holds r1h1, r1h2, which are no switch: neither in group 'switches' nor named by a host's "
+                "edgeft_planes[].switch"),
     (42, "edgeft_switch: give a switch name"),
 ])
 def test_bad_switch_names_are_refused(lab, targets, text):
@@ -67,13 +68,57 @@ def test_an_empty_group_is_refused(lab):
 
 
 def test_a_switch_without_plane_or_hosts_is_refused(lab):
+    # A spine: no host names it, so its plane comes from edgeft_switch_plane only.
     inv = copy.deepcopy(lab)
-    del inv["hostvars"]["tor-r1-a"]["edgeft_switch_plane"]
-    with pytest.raises(model.MaintenanceError, match="tor-r1-a: set edgeft_switch_plane"):
-        model.switch_plan("tor-r1-a", inv)
+    del inv["hostvars"]["spine-a"]["edgeft_switch_plane"]
+    with pytest.raises(model.MaintenanceError, match="spine-a: set edgeft_switch_plane"):
+        model.switch_plan("spine-a", inv)
     inv = copy.deepcopy(lab)
     inv["groups"]["switch_tor_r1_a"] = []
     with pytest.raises(model.MaintenanceError, match="group 'switch_tor_r1_a' .* is missing or empty"):
+        model.switch_plan("tor-r1-a", inv)
+    # A switch of group 'switches' that no host names and no group lists.
+    inv = copy.deepcopy(lab)
+    inv["groups"]["switches"].append("tor-r9-a")
+    inv["hostvars"]["tor-r9-a"] = {"edgeft_switch_plane": "a", "edgeft_switch_role": "tor"}
+    with pytest.raises(model.MaintenanceError, match="tor-r9-a: group 'switch_tor_r9_a' .* is missing or empty, and no "
+                                                     "host names the switch"):
+        model.switch_plan("tor-r9-a", inv)
+
+
+def _without_switch_groups(lab, keep_switches=True):
+    """The lab inventory as a user may write it: group fabric (and the switches), nothing per rack,
+    plane or switch."""
+    inv = copy.deepcopy(lab)
+    for name in list(inv["groups"]):
+        if name.startswith(("switch_", "rack_", "plane_")) or name == "switches" and not keep_switches:
+            del inv["groups"][name]
+    return inv
+
+
+def test_switches_and_their_hosts_come_from_the_hosts_planes_without_groups(lab):
+    derived = _without_switch_groups(lab)
+    for switch in ("tor-r1-a", "tor-r2-b", "spine-a", "spine-b"):
+        assert model.switch_plan(switch, derived) == model.switch_plan(switch, lab), switch
+    # Without group 'switches' too: the ToRs are the switches the hosts name.
+    bare = _without_switch_groups(lab, keep_switches=False)
+    assert model.known_switches(bare) == ["tor-r1-a", "tor-r1-b", "tor-r2-a", "tor-r2-b"]
+    assert model.switch_plan("tor-r1-a", bare) == model.switch_plan("tor-r1-a", lab)
+    assert model.maintenance_plan("tor-r2-a", bare)["hosts"] == ["r2h1", "r2h2", "r1h1", "r1h2"]
+    with pytest.raises(model.MaintenanceError, match="'spine-a' is neither a switch of the inventory"):
+        model.maintenance_plan("spine-a", bare)
+
+
+def test_a_switch_named_for_two_planes_or_against_its_plane_is_refused(lab):
+    inv = _without_switch_groups(lab)
+    inv["hostvars"]["r1h2"]["edgeft_planes"][1]["switch"] = "tor-r1-a"
+    with pytest.raises(model.MaintenanceError, match="tor-r1-a: r1h1 names it as the switch of plane 'a', r1h2 as the "
+                                                     "switch of plane 'b'"):
+        model.maintenance_plan("tor-r2-a", inv)
+    inv = _without_switch_groups(lab)
+    inv["hostvars"]["tor-r1-a"]["edgeft_switch_plane"] = "b"
+    with pytest.raises(model.MaintenanceError, match="tor-r1-a: edgeft_switch_plane is 'b', but r1h1 names it as the "
+                                                     "switch of plane 'a'"):
         model.switch_plan("tor-r1-a", inv)
 
 
