@@ -14,6 +14,8 @@ from typing import Any
 
 FORMAT = 1
 MODES = ("without-edgeft", "edgeft")
+NS_PER_S = 1_000_000_000
+NS_PER_MS = 1_000_000
 
 
 @dataclass

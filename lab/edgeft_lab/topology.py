@@ -19,6 +19,7 @@ import yaml
 
 from . import addressing
 from .errors import TopologyError
+from .topology_fields import IFNAME_MAX, DuplicateKey, StrictLoader, check_ifname, check_keys, integer
 from .names import host_name, switch_names
 
 DEFAULT_LAB_NAME = "edgeft"
@@ -29,7 +30,6 @@ REPO_ROOT = TOPOLOGY_DIR.parent.parent
 LAB_IPV4_RANGE = IPv4Network("198.18.0.0/15")
 LAB_IPV6_RANGE = IPv6Network("fc00::/7")
 
-IFNAME_MAX = 15  # IFNAMSIZ - 1
 MAX_RACKS = 127  # routed transit links: one /31 per rack in the plane's first /24, index 0 unused
 MAX_HOSTS_PER_RACK = 244  # host addresses are .11 ... .254
 MAX_PLANES = 4
@@ -38,7 +38,6 @@ MODES = ("l2", "routed")
 
 LAB_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
 PLANE_NAME_RE = re.compile(r"^[a-z0-9]+$")
-IFNAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 TOP_KEYS = {"name", "description", "fabric", "racks", "hosts_per_rack", "planes", "mtu", "machines"}
 TOP_REQUIRED = ("fabric", "racks", "hosts_per_rack", "planes")
@@ -166,8 +165,8 @@ def load_topology(name_or_path: str | Path = "default") -> Topology:
 
 def parse_topology(text: str, source: str = "<string>") -> Topology:
     try:
-        doc = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
-    except _DuplicateKey as exc:
+        doc = yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass
+    except DuplicateKey as exc:
         raise TopologyError(source, f"line {exc.line}", f"duplicate key '{exc.key}'") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -181,7 +180,7 @@ def from_dict(doc: Any, source: str = "<dict>") -> Topology:
     """Validate a topology document (the parsed YAML) and build the model."""
     if not isinstance(doc, dict):
         raise TopologyError(source, "", "the topology must be a mapping")
-    _check_keys(source, "", doc, TOP_KEYS, TOP_REQUIRED)
+    check_keys(source, "", doc, TOP_KEYS, TOP_REQUIRED)
 
     name = doc.get("name", DEFAULT_LAB_NAME)
     _check_lab_name(source, "name", name)
@@ -192,7 +191,7 @@ def from_dict(doc: Any, source: str = "<dict>") -> Topology:
     fabric = doc["fabric"]
     if not isinstance(fabric, dict):
         raise TopologyError(source, "fabric", "must be a mapping with 'kind' and optional 'mode'")
-    _check_keys(source, "fabric", fabric, FABRIC_KEYS, ("kind",))
+    check_keys(source, "fabric", fabric, FABRIC_KEYS, ("kind",))
     kind = fabric["kind"]
     if kind not in KINDS:
         raise TopologyError(source, "fabric.kind", f"must be one of {', '.join(KINDS)}, not {kind!r}")
@@ -200,12 +199,12 @@ def from_dict(doc: Any, source: str = "<dict>") -> Topology:
     if mode not in MODES:
         raise TopologyError(source, "fabric.mode", f"must be one of {', '.join(MODES)}, not {mode!r}")
 
-    racks = _int(source, "racks", doc["racks"], 1, MAX_RACKS)
+    racks = integer(source, "racks", doc["racks"], 1, MAX_RACKS)
     hosts_per_rack = _hosts_per_rack(source, doc["hosts_per_rack"], racks)
 
     mtu = doc.get("mtu")
     if mtu is not None:
-        mtu = _int(source, "mtu", mtu, 1280, 65535)  # IPv6 needs at least 1280
+        mtu = integer(source, "mtu", mtu, 1280, 65535)  # IPv6 needs at least 1280
 
     planes = _planes(source, doc["planes"], racks)
     planes = _failover_prefixes(source, doc["planes"], planes, mode == "routed", hosts_per_rack)
@@ -243,12 +242,12 @@ def _planes(source: str, value: Any, racks: int) -> tuple[PlaneSpec, ...]:
         where = f"planes[{i}]"
         if not isinstance(item, dict):
             raise TopologyError(source, where, "must be a mapping with name, nic, ipv4, ipv6")
-        _check_keys(source, where, item, PLANE_KEYS, PLANE_REQUIRED)
+        check_keys(source, where, item, PLANE_KEYS, PLANE_REQUIRED)
         name = item["name"]
         if not isinstance(name, str) or not PLANE_NAME_RE.match(name):
             raise TopologyError(source, f"{where}.name", f"must be lowercase letters/digits, not {name!r}")
         nic = item["nic"]
-        _check_ifname(source, f"{where}.nic", nic)
+        check_ifname(source, f"{where}.nic", nic)
         ipv4 = _prefix(source, f"{where}.ipv4", item["ipv4"], 4, LAB_IPV4_RANGE, 24, racks)
         ipv6 = _prefix(source, f"{where}.ipv6", item["ipv6"], 6, LAB_IPV6_RANGE, 64, racks)
         for j, other in enumerate(planes):
@@ -362,28 +361,8 @@ def _hosts_per_rack(source: str, value: Any, racks: int) -> tuple[int, ...]:
     if isinstance(value, list):
         if len(value) != racks:
             raise TopologyError(source, "hosts_per_rack", f"list has {len(value)} entries but racks is {racks}")
-        return tuple(_int(source, f"hosts_per_rack[{i}]", v, 1, MAX_HOSTS_PER_RACK) for i, v in enumerate(value))
-    return (_int(source, "hosts_per_rack", value, 1, MAX_HOSTS_PER_RACK),) * racks
-
-
-def _int(source: str, where: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TopologyError(source, where, f"must be an integer, not {value!r}")
-    if not low <= value <= high:
-        raise TopologyError(source, where, f"must be between {low} and {high}, not {value}")
-    return value
-
-
-def _check_keys(source: str, where: str, doc: dict, allowed: set[str], required: tuple[str, ...]) -> None:
-    prefix = f"{where}." if where else ""
-    for key in doc:
-        if key not in allowed:
-            raise TopologyError(
-                source, f"{prefix}{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})"
-            )
-    for key in required:
-        if key not in doc:
-            raise TopologyError(source, f"{prefix}{key}", "required key is missing")
+        return tuple(integer(source, f"hosts_per_rack[{i}]", v, 1, MAX_HOSTS_PER_RACK) for i, v in enumerate(value))
+    return (integer(source, "hosts_per_rack", value, 1, MAX_HOSTS_PER_RACK),) * racks
 
 
 def _check_lab_name(source: str, where: str, name: Any) -> None:
@@ -391,17 +370,6 @@ def _check_lab_name(source: str, where: str, name: Any) -> None:
         raise TopologyError(
             source, where, f"lab name must be 1-32 lowercase letters, digits or inner dashes, not {name!r}"
         )
-
-
-def _check_ifname(source: str, where: str, name: Any) -> None:
-    if not isinstance(name, str) or not name:
-        raise TopologyError(source, where, "must be an interface name")
-    if len(name) > IFNAME_MAX:
-        raise TopologyError(
-            source, where, f"interface name {name!r} is {len(name)} characters; Linux allows at most {IFNAME_MAX}"
-        )
-    if not IFNAME_RE.match(name) or name in (".", "..", "lo"):
-        raise TopologyError(source, where, f"{name!r} is not a usable interface name")
 
 
 def _isl_dict(isl: bool | tuple[tuple[str, str], ...]) -> dict[str, Any]:
@@ -444,23 +412,3 @@ def _check_generated_names(topology: Topology) -> None:
                     f"switch {name!r} is {len(name)} characters, but it is also the name of its "
                     f"neighbours' ports and Linux allows at most {IFNAME_MAX}",
                 )
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: str, line: int) -> None:
-        super().__init__(key)
-        self.key = key
-        self.line = line
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate mapping keys instead of silently keeping the last."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # type: ignore[override]
-        seen: set[Any] = set()
-        for key_node, _value_node in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
