@@ -12,6 +12,8 @@ import hashlib
 import os
 import subprocess
 
+from deploy_helpers import pinned, tc_filters
+
 
 def _read(lab, host, *argv):
     return subprocess.run(lab.exec_argv(host, list(argv)), capture_output=True, text=True, check=True).stdout
@@ -40,13 +42,13 @@ def host_snapshot(lab, host, nics, state_dir):
         # -e: IPv6's stable_secret cannot be read until it is set.
         'sysctls': _read(lab, host, 'sysctl', '-e', '-a', '--pattern',
                          r'^net\.ipv[46]\.(conf|neigh)\.(%s)\.' % '|'.join(list(nics) + ['all', 'default'])),
-        'pins': sorted(_files(str(lab.pin_root(host)))),
+        'pins': pinned(lab, host),
         'state files': _files(state_dir),
     }
     for nic in nics:
         snap['qdiscs %s' % nic] = _read(lab, host, 'tc', 'qdisc', 'show', 'dev', nic)
         for direction in ('ingress', 'egress'):
-            snap['filters %s %s' % (nic, direction)] = _read(lab, host, 'tc', 'filter', 'show', 'dev', nic, direction)
+            snap['filters %s %s' % (nic, direction)] = tc_filters(lab, host, nic, direction)
     return snap
 
 
