@@ -80,7 +80,9 @@ def build_inventory(plan: FabricPlan, bpffs_root: Path) -> dict[str, Any]:
         "planes": [_describe_plane(p) for p in topology.planes],
         "switches": {s.name: _describe_switch(s) for s in plan.switches},
     }
-    group_vars: dict[str, Any] = {"edgeft_lab": description}
+    # One batch: the lab deploys every host at once, and site.yml's gate still judges each of
+    # them healthy afterwards. A test of the rollout itself sets the batches with -e.
+    group_vars: dict[str, Any] = {"edgeft_lab": description, "edgeft_rollout_canary": False, "edgeft_rollout_batch": "100%"}
     prefixes = failover_prefixes(topology)
     if prefixes:
         # Only the prefixes: the multihome role derives every host's failover addresses from

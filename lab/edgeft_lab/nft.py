@@ -35,7 +35,9 @@ def drop_all(prefix: str, device: str) -> Chain:
 
 
 def random_loss(prefix: str, hook: str, device: str, percent: int) -> Chain:
-    return Chain(chain_name(prefix, device), hook, device, rules=(f"numgen random mod 100 < {percent} drop",))
+    # nft compares numgen's 0..99 with a constant of that range: 100 % is every packet.
+    rule = "drop" if percent >= 100 else f"numgen random mod 100 < {percent} drop"
+    return Chain(chain_name(prefix, device), hook, device, rules=(rule,))
 
 
 def add_chains(ns: str, chains: list[Chain]) -> None:

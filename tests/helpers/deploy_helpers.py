@@ -22,14 +22,17 @@ def run_playbook(inventory, playbook='playbooks/site.yml', *extra, env=None):
     return proc.returncode, out, recap
 
 
-FAILURE = re.compile(r'^(?:fatal|failed): \[(\S+)\].*? => (\{.*\})$', re.M)
+FAILURE = re.compile(r'^(?:fatal|failed): \[(\S+)\].*? => ', re.M)
 
 
 def failure_messages(out):
-    """{host: [msg, ...]} of the failed tasks in a run made with env=ONE_LINE_RESULTS."""
+    """{host: [msg, ...]} of the failed tasks in a run made with env=ONE_LINE_RESULTS (a
+    result is one JSON document, on one line or, for some results, indented over several)."""
     found = {}
+    decoder = json.JSONDecoder()
     for m in FAILURE.finditer(out):
-        found.setdefault(m.group(1), []).append(json.loads(m.group(2)).get('msg', m.group(2)))
+        result, _end = decoder.raw_decode(out, m.end())
+        found.setdefault(m.group(1), []).append(result.get('msg', json.dumps(result)))
     return found
 
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 from edgeft_lab import Fault, LabError, nft, procs
-from lab_helpers import both_families, link_info, needs_root, reach_all, udp_delivery, wait_for
+from lab_helpers import both_families, link_info, needs_root, reach, reach_all, udp_delivery, wait_for
 
 pytestmark = needs_root
 
@@ -92,6 +92,19 @@ def test_loss_on_a_link_drops_both_directions(healthy):
 
     lab.repair(Fault("loss", host="r1h1", plane="a"))
     assert nft.list_table(lab.netns("tor-r1-a")) == ""
+    assert udp_delivery(lab, "r1h1", "r2h1", "a") == 1.0
+
+
+def test_total_loss_on_a_link_drops_every_packet_with_the_link_up(healthy):
+    """100 %: a port that is silent while its link stays up (the rollout test's unhealthy host)."""
+    lab = healthy
+    lab.loss(100, host="r1h1", plane="a")
+    assert "numgen" not in nft.list_table(lab.netns("tor-r1-a"))
+    assert link_info(lab, "r1h1", "fab0")["carrier"]  # the link stays up
+    for family in (4, 6):
+        assert not reach(lab, "r1h1", "r2h1", "a", family) and not reach(lab, "r2h1", "r1h1", "a", family)
+        assert reach(lab, "r1h1", "r2h1", "b", family)
+    lab.repair(Fault("loss", host="r1h1", plane="a"))
     assert udp_delivery(lab, "r1h1", "r2h1", "a") == 1.0
     assert udp_delivery(lab, "r2h1", "r1h1", "a") == 1.0
 

@@ -131,3 +131,23 @@ def test_a_fabric_of_one_host_is_refused_with_the_host_unchanged(lab, tmp_path):
                for msg in failure_messages(out).get('r1h1', [])), out[-3000:]
     changed = differences(before, host_snapshot(lab, 'r1h1', NICS, hosts['r1h1']['edgeft_state_dir']))
     assert not changed, 'a refused run changed r1h1:\n%s' % '\n'.join(changed)
+
+
+@pytest.mark.parametrize('setting, message', [
+    (['-e', 'edgeft_rollout_batch=0'], 'edgeft_rollout_batch: 0 hosts per batch would deploy nothing'),
+    (['-e', 'edgeft_rollout_gate_timeout=0'], 'edgeft_rollout_gate_timeout: 0 is out of range (1 to 3600)'),
+], ids=['a batch of 0 hosts', 'a gate timeout of 0'])
+def test_a_rollout_that_cannot_work_is_refused_on_every_host_unchanged(lab, setting, message):
+    """The rollout's settings are checked on every host before the first batch (the other
+    refusals of the settings: tests/pure/health/test_rollout_settings.py)."""
+    with open(lab.inventory_path) as f:
+        hosts = yaml.safe_load(f)['all']['children']['fabric']['hosts']
+    before = {host: host_snapshot(lab, host, NICS, hosts[host]['edgeft_state_dir']) for host in HOSTS}
+    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *setting, env=ONE_LINE_RESULTS)
+    assert rc != 0, out[-3000:]
+    failures = failure_messages(out)
+    for host in HOSTS:
+        assert recap.get(host) == (0, 1), '%s: recap %s\n%s' % (host, recap.get(host), out[-3000:])
+        assert any(message in msg for msg in failures.get(host, [])), '%s: %r not in %s' % (host, message, failures.get(host))
+        changed = differences(before[host], host_snapshot(lab, host, NICS, hosts[host]['edgeft_state_dir']))
+        assert not changed, 'a refused rollout changed %s:\n%s' % (host, '\n'.join(changed))

@@ -1,0 +1,77 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A rolling deployment's settings (playbooks/site.yml): checked, and turned into its batches.
+
+site.yml's first play checks them on every host before any change (filter rollout_refusal);
+its deployment play runs in the batches rollout_serial gives (the play's `serial`): one
+canary host, then batches of `batch` hosts, each gated by host_health. Free of Ansible
+imports; every error names the variable at fault.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+from ansible_collections.edgeft.failover.plugins.module_utils.module_options import int_in_range
+
+MAX_GATE_TIMEOUT_S = 3600
+_PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+class RolloutError(EdgeftError, ValueError):
+    """A rollout setting that cannot be right; the message names the edgeft_rollout_* variable."""
+
+
+def _bool(value, name) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise RolloutError("%s: %r is not a boolean (true or false)" % (name, value))
+
+
+def _batch(value):
+    """A batch size as Ansible's serial takes it: a host count, or a percentage as 'N%'."""
+    name = "edgeft_rollout_batch"
+    match = _PERCENT.match(value) if isinstance(value, str) else None
+    if match:
+        percent = int(match.group(1))
+        if not 0 < percent <= 100:
+            raise RolloutError("%s: %s is not a percentage of the fabric from 1%% to 100%%" % (name, value))
+        return "%d%%" % percent
+    if isinstance(value, str) and not value.strip().isdigit():
+        raise RolloutError("%s: %r is neither a host count nor a percentage such as '25%%'" % (name, value))
+    count = int_in_range(value, name, 0, 1 << 31, RolloutError)
+    if count == 0:
+        raise RolloutError("%s: 0 hosts per batch would deploy nothing; give at least 1, or a percentage such as '25%%'" % name)
+    return count
+
+
+def settings(values: dict) -> dict:
+    """The rollout settings {canary, batch, max_fail_percentage, gate_timeout}, checked."""
+    return {
+        "canary": _bool(values.get("canary", True), "edgeft_rollout_canary"),
+        "batch": _batch(values.get("batch", "25%")),
+        "max_fail_percentage": int_in_range(values.get("max_fail_percentage", 0), "edgeft_rollout_max_fail_percentage",
+                                            0, 100, RolloutError),
+        "gate_timeout": int_in_range(values.get("gate_timeout", 60), "edgeft_rollout_gate_timeout", 1,
+                                     MAX_GATE_TIMEOUT_S, RolloutError),
+    }
+
+
+def refusal(values: dict) -> str:
+    """Why the settings cannot be used, naming the variable; '' when they can."""
+    try:
+        settings(values)
+    except RolloutError as e:
+        return str(e)
+    return ""
+
+
+def serial(values: dict) -> list:
+    """The play's `serial`: [1, batch] with a canary, else [batch]; Ansible repeats the last size."""
+    checked = settings(values)
+    return ([1] if checked["canary"] else []) + [checked["batch"]]
