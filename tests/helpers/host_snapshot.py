@@ -4,11 +4,18 @@ What a deployment writes: links, addresses, the routes of every table and the ru
 families, the sysctls of the given NICs (and `all`/`default`), their qdiscs and tc filters (a
 replaced program shows as a new id), the pinned maps and the state directory's files (by
 content). Neighbour entries are left out: their states change with traffic on their own.
+
+On request (keyword arguments, off by default) also: the neighbour entries no traffic makes -
+managed (edgeft's peer table), permanent or noarp - and, for given paths (the configured /etc,
+/usr/local, /var/lib ones), what is there: each file's content, each directory's entries, each
+link's target; and the machine's systemd units named edgeft.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import json
 import os
 import subprocess
 
@@ -30,8 +37,38 @@ def _files(root):
     return found
 
 
-def host_snapshot(lab, host, nics, state_dir):
-    """{what: its text} of `host` in `lab`; two snapshots are equal when nothing changed."""
+def _static_neighbours(lab, host):
+    """The neighbour entries traffic does not make or change, as text lines."""
+    found = []
+    for family in ('-4', '-6'):
+        for n in json.loads(_read(lab, host, 'ip', '-j', family, 'neigh', 'show') or '[]'):
+            states = n.get('state', [])
+            if 'managed' in n:  # its state follows traffic: only that it is there
+                found.append('%s dev %s managed' % (n.get('dst'), n.get('dev')))
+            elif 'PERMANENT' in states or 'NOARP' in states:
+                found.append('%s dev %s %s' % (n.get('dst'), n.get('dev'), ','.join(states)))
+    return sorted(found)
+
+
+def _path(path):
+    """What is at path: None, 'link -> target', {file: sha256} of a directory tree (directories as
+    'dir'), or the sha256 of a file."""
+    if os.path.islink(path):
+        return 'link -> %s' % os.readlink(path)
+    if os.path.isdir(path):
+        found = _files(path)
+        for folder, dirs, _names in os.walk(path):
+            found.update({os.path.relpath(os.path.join(folder, d), path): 'dir' for d in dirs})
+        return found
+    if os.path.exists(path):
+        with open(path, 'rb') as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    return None
+
+
+def host_snapshot(lab, host, nics, state_dir, *, neighbours=False, paths=(), units=False):
+    """{what: its text} of `host` in `lab`; two snapshots are equal when nothing changed.
+    neighbours, paths and units add what the module docstring says."""
     snap = {
         'links': _read(lab, host, 'ip', '-d', 'link', 'show'),
         'addresses': _read(lab, host, 'ip', 'address', 'show'),
@@ -49,6 +86,12 @@ def host_snapshot(lab, host, nics, state_dir):
         snap['qdiscs %s' % nic] = _read(lab, host, 'tc', 'qdisc', 'show', 'dev', nic)
         for direction in ('ingress', 'egress'):
             snap['filters %s %s' % (nic, direction)] = tc_filters(lab, host, nic, direction)
+    if neighbours:
+        snap['neighbours'] = _static_neighbours(lab, host)
+    for path in paths:
+        snap['path %s' % path] = _path(path)
+    if units:
+        snap['units'] = sorted(glob.glob('/etc/systemd/system/edgeft*') + glob.glob('/usr/local/sbin/edgeft*'))
     return snap
 
 
