@@ -13,20 +13,15 @@ plugins/module_utils/failover_addresses.py, the same code the multihome role run
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from collections.abc import Iterable, Sequence
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address, IPv6Interface, IPv6Network, ip_address
-from pathlib import Path
 from types import ModuleType
 
-from .errors import LabError
+from . import collection
 
 HOST_OFFSET = 10
 GATEWAY_NUMBER = 1
-REPO = Path(__file__).resolve().parents[2]
-FAILOVER_ADDRESSES_MODULE = "ansible_collections.edgeft.failover.plugins.module_utils.failover_addresses"
+FAILOVER_ADDRESSES_MODULE = "plugins.module_utils.failover_addresses"
 
 
 def rack_subnet4(plane4: IPv4Network, rack: int) -> IPv4Network:
@@ -105,21 +100,5 @@ def failover_address_error() -> type[Exception]:
 
 
 def failover_library() -> ModuleType:
-    """The collection's failover address library. The lab also runs outside Ansible (bin/edgeft-lab),
-    where no collection finder is installed: then from the collections path, as agents.py does."""
-    try:
-        return importlib.import_module(FAILOVER_ADDRESSES_MODULE)
-    except ModuleNotFoundError:
-        pass
-    paths = [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if p]
-    paths.append(str(REPO / ".build" / "collections"))  # where scripts/bootstrap.sh links the checkout
-    for path in paths:
-        if path not in sys.path:
-            sys.path.append(path)
-    try:
-        return importlib.import_module(FAILOVER_ADDRESSES_MODULE)
-    except ModuleNotFoundError:
-        raise LabError(
-            "routed planes need the edgeft.failover collection importable for their failover addresses: "
-            "run scripts/bootstrap.sh (it links the checkout into .build/collections)"
-        ) from None
+    """The collection's failover address library (the multihome role's)."""
+    return collection.module(FAILOVER_ADDRESSES_MODULE, "routed planes (their failover addresses)")

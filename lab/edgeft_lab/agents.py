@@ -13,7 +13,6 @@ benchmarks start it here. Only the PIDs started by an `Agents` object are ever s
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import signal
@@ -27,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from . import collection
 from .errors import LabError
 from .lab import Lab
 
@@ -257,13 +257,5 @@ def clear_learned(lab: Lab, hosts: Iterable[str]) -> dict[str, dict[int, list[in
 
 
 def _collection_module(name: str) -> Any:
-    """edgeft.failover's `name` (e.g. plugins.module_utils.agent.exposition), also where Ansible's
-    collection finder is not installed (a benchmark run): from the collections path."""
-    full = "ansible_collections.edgeft.failover." + name
-    try:
-        return importlib.import_module(full)
-    except ModuleNotFoundError:
-        for path in ansible_env()["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep):
-            if path and path not in sys.path:
-                sys.path.append(path)
-        return importlib.import_module(full)
+    """edgeft.failover's `name` (e.g. plugins.module_utils.agent.exposition)."""
+    return collection.module(name, "reading the agents' metrics")

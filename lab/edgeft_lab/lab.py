@@ -13,6 +13,7 @@ from pyroute2 import IPRoute
 from . import bpffs, fabric, netns, procs
 from .errors import LabError
 from .faults import Fault, FaultInjector, FaultRecord, validate
+from .neighbours import NeighbourLimits, lab_entries
 from .inventory import build_inventory, render_inventory, write_inventory
 from .ping import PingMatrix, ping_matrix
 from .plan import FabricPlan, plan_fabric
@@ -101,6 +102,10 @@ class Lab:
             )
             self._store.save(state)
             try:
+                raised = self._neighbour_limits().hold(self.name, self._neighbour_entries())
+                if raised:
+                    self._log("lab %s: raised the machine's neighbour table limits for its %d hosts: %s" % (
+                        self.name, len(self.plan.hosts), ", ".join("%s=%d" % kv for kv in sorted(raised.items()))))
                 self._build(state)
             except BaseException:
                 self._log(f"lab {self.name}: up failed, removing what was created")
@@ -169,6 +174,16 @@ class Lab:
         fabric.teardown(namespaces, self.plan.links)
         for mount in mounts:
             bpffs.unmount(Path(mount))
+        self._neighbour_limits().release(self.name)
+
+    def _neighbour_limits(self) -> NeighbourLimits:
+        return NeighbourLimits(self.run_dir.parent)
+
+    def _neighbour_entries(self) -> dict[int, int]:
+        """The managed neighbour entries this lab's hosts keep in the machine's tables once deployed."""
+        local = sum(1 for h in self.plan.hosts if h.machine != "vm")
+        planes = len(self.topology.planes)
+        return lab_entries(local, len(self.plan.hosts), {4: planes, 6: planes})
 
     def _missing(self) -> list[str]:
         missing = [ns for ns in self.plan.namespaces if not netns.exists(ns)]

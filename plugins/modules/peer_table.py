@@ -96,6 +96,24 @@ options:
       - V(false) removes the entries this module created earlier.
     type: bool
     default: true
+  neighbor_limits:
+    description:
+      - The kernel holds at most C(net.ipv4.neigh.default.gc_thresh3) IPv4 neighbour entries (and
+        C(net.ipv6.neigh.default.gc_thresh3) IPv6 ones; 1,024 by default), and above C(gc_thresh2) (512)
+        it collects entries not confirmed in the last 5 s. With O(neighbors=true) a host keeps one
+        managed entry per peer, plane and family, so 512 peers on two planes fill the IPv4 table.
+      - V(grow) raises C(gc_thresh2) to the entries this host will hold plus 256 for its other
+        neighbours, and C(gc_thresh3) to twice that, before adding the entries; it never lowers them
+        and leaves C(gc_thresh1). Up to 128 peers on two planes fit the defaults: nothing changes. The
+        values found first are recorded in O(state_dir)/neighbour_limits.json, so that a removal can
+        restore them. The boot-time restore runs this module again, so the raise survives a reboot.
+      - V(keep) changes none of them and refuses, before any change, a table that does not fit
+        under C(gc_thresh3).
+      - The thresholds are machine-wide and exist only in the initial network namespace; in another
+        namespace there is nothing to read or raise, and this option has no effect.
+    type: str
+    choices: [grow, keep]
+    default: grow
   max_peers:
     description:
       - Refuse a table with more peers than this (a guard against an
@@ -211,6 +229,11 @@ neighbors:
   sample:
     added: ["198.18.2.11 dev fab0"]
     removed: []
+neighbor_limits:
+  description: The neighbour table thresholds raised (or, in check mode, to be raised), with their values before and after.
+  returned: always
+  type: dict
+  sample: {net.ipv4.neigh.default.gc_thresh3: {before: 1024, after: 16896}}
 failover_addresses:
   description: Routed planes. The failover addresses in the maps, with what they stand for.
   returned: always

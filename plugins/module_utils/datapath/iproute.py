@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -58,15 +59,50 @@ def neighbours() -> dict:
     return out
 
 
-def neigh_managed(address: str, device: str) -> None:
-    """Create (or convert to) a managed entry: the kernel resolves it and keeps it fresh."""
-    try:
-        run(["neigh", "replace", address, "dev", device, "managed"])
-    except IpCommandError as e:
-        raise IpCommandError(
-            "%s (managed neighbour entries need Linux >= 5.16 and iproute2 >= 5.16; an IPv6 entry also "
-            "needs IPv6 enabled on %s)" % (e, device)
-        ) from None
+# The kernel's answer when a neighbour table holds gc_thresh3 entries (one table per family,
+# shared by every network namespace of the machine).
+TABLE_FULL = "No buffer space available"
+
+
+class NeighbourTableFull(IpCommandError):
+    """The kernel refused a neighbour entry because its table is at net.ipv{4,6}.neigh.default.gc_thresh3."""
+
+
+def neigh_managed_all(entries) -> None:
+    """Create (or convert to) managed entries for every (address, device): the kernel resolves them
+    and keeps them fresh. One `ip -batch` run for all of them (a process per entry costs minutes at
+    thousands of peers); it stops at the first entry that fails and names it."""
+    entries = list(entries)
+    if not entries:
+        return
+    script = "".join("neigh replace %s dev %s managed\n" % (address, device) for address, device in entries)
+    proc = subprocess.run([ip_binary(), "-batch", "-"], input=script, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, check=False)
+    if proc.returncode != 0:
+        raise batch_error(entries, proc.stderr, proc.returncode)
+
+
+def batch_error(entries, stderr, returncode) -> IpCommandError:
+    """The error of a failed neigh_managed_all run, naming the entry that failed and why: a full
+    table names its limit, anything else the kernel and iproute2 the entries need."""
+    error = stderr.strip() or "exit %d" % returncode
+    failed = re.search(r"Command failed -:(\d+)", error)
+    done = int(failed.group(1)) - 1 if failed and 0 < int(failed.group(1)) <= len(entries) else None
+    where = "neigh replace %s dev %s managed" % entries[done] if done is not None else "ip -batch"
+    detail = error.splitlines()[0]
+    count = "after %d of %d entries" % (done, len(entries)) if done is not None else "(%d entries)" % len(entries)
+    if TABLE_FULL in error:
+        family = 6 if done is not None and ":" in entries[done][0] else 4
+        return NeighbourTableFull(
+            "%s failed %s: %s: the kernel's IPv%d neighbour table is full (it holds at most "
+            "net.ipv%d.neigh.default.gc_thresh3 entries, shared by every network namespace of the machine); raise "
+            "it in the machine's initial namespace (peer_table's neighbor_limits=grow does so on a host)"
+            % (where, count, detail, family, family))
+    # What an old kernel (EINVAL, EOPNOTSUPP) or an old iproute2 ("managed" is garbage to it) answers.
+    unsupported = any(s in error for s in ("Invalid argument", "not supported", "garbage", "Unknown"))
+    return IpCommandError("%s failed %s: %s%s" % (where, count, detail, (
+        " (managed neighbour entries need Linux >= 5.16 and iproute2 >= 5.16; an IPv6 entry also needs IPv6 "
+        "enabled on the device)" if unsupported else "")))
 
 
 def neigh_delete(address: str, device: str) -> bool:

@@ -26,8 +26,7 @@ def apply_plan(maps, record, planes, plan) -> None:
         # Next hops resolved before any packet can be steered to them: an
         # unresolved one costs the first steered packet (docs/datapath.md).
         step = "adding neighbour entries"
-        for addr, dev in plan.neigh_add:
-            iproute.neigh_managed(addr, dev)
+        iproute.neigh_managed_all(plan.neigh_add)
         step = "configuring planes"
         for index, ifindex, flags in plan.plane_writes:
             maps.planes.put(index, layout.Plane(ifindex=ifindex, flags=flags))

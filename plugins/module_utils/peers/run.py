@@ -9,6 +9,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath import ip
 from ansible_collections.edgeft.failover.plugins.module_utils.host import nics
 from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import normalize_planes, on_host
 from ansible_collections.edgeft.failover.plugins.module_utils.host.records import PeerTableRecord
+from ansible_collections.edgeft.failover.plugins.module_utils.peers import neighbour_limits
 from ansible_collections.edgeft.failover.plugins.module_utils.peers.apply import apply_plan
 from ansible_collections.edgeft.failover.plugins.module_utils.peers.changes import plan_table
 from ansible_collections.edgeft.failover.plugins.module_utils.peers.spec import host_address, normalize_peers, own_addresses
@@ -103,7 +104,14 @@ def peer_table(params, check_mode=False):
             plan = plan_table(maps, record, planes, desired, params.get("neighbors", True), params.get("max_peers"),
                               current_neigh, failovers)
             before_neigh = {n for n in record.neighbors | plan.neighbors if current_neigh.get(n, {}).get("managed")}
+            limits = neighbour_limits.read_limits()
+            raises = neighbour_limits.plan_limits(limits, neighbour_limits.entries_after(current_neigh, plan),
+                                                  params.get("neighbor_limits") or "grow")
             before = _diff_view(table_view(maps, record, planes), planes_view(maps, planes), before_neigh, maps.failovers())
+            before["neighbor_limits"] = {name: change["before"] for name, change in raises.items()}
+            if raises and not check_mode:
+                # Room first: the entries below must not meet a full table halfway.
+                neighbour_limits.apply_limits(raises, params.get("state_dir") or constants.STATE_DIR)
             if plan.changed and not check_mode:
                 apply_plan(maps, record, planes, plan)
             elif not check_mode and _record_differs(record, plan, planes):
@@ -111,8 +119,9 @@ def peer_table(params, check_mode=False):
             after_table = table_view(maps, record, planes, plan.ids, desired)
             after = _diff_view(after_table, planes_view(maps, planes, () if not check_mode else plan.plane_writes), plan.neighbors,
                                plan.failovers)
+            after["neighbor_limits"] = {name: change["after"] for name, change in raises.items()}
     return {
-        "changed": plan.changed,
+        "changed": plan.changed or bool(raises),
         "peers": after_table,
         "added": plan.added,
         "updated": plan.updated,
@@ -123,5 +132,6 @@ def peer_table(params, check_mode=False):
             "removed": ["%s dev %s" % n for n in plan.neigh_delete],
         },
         "failover_addresses": after["failover_addresses"],
+        "neighbor_limits": raises,
         "diff": {"before": before, "after": after},
     }, warnings

@@ -148,6 +148,7 @@ ARGUMENT_SPEC = dict(
         learn=dict(type='bool', default=True),
     )),
     neighbors=dict(type='bool', default=True),
+    neighbor_limits=dict(type='str', choices=['grow', 'keep'], default='grow'),
     max_peers=dict(type='int'),
     host_name=dict(type='str'),
     state_dir=dict(type='path', default=constants.STATE_DIR),
