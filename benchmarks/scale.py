@@ -1,0 +1,218 @@
+"""Fleet scale: what deploying, draining and the agents cost as the fabric grows.
+
+    sudo .venv/bin/python benchmarks/scale.py [--sizes 4,16,64] [--window 30] [--json]
+
+For each size (hosts; 4 is the default lab's 2 racks x 2, larger sizes are racks of 4, or give
+RACKSxHOSTS such as 8x4), on a lab of its own (a unique name, torn down at the end even on
+errors), in order:
+
+1. lab up;
+2. playbooks/site.yml (first deploy), then again: the second run must change nothing;
+3. playbooks/switch_drain.yml and switch_undrain.yml of ToR tor-r1-a, then of spine spine-b;
+4. one agent per host (as the lab runs them), idle for --window seconds: CPU (% of one core per
+   host, from /proc over the window), probes sent per second per host (the agents' counters),
+   RSS, and the series of one host's /metrics.
+
+It prints one table, a column per size and, last, the ratio of the largest size's figure to the
+smallest's (the issue's measure: costs that do not grow with the fleet keep it near 1). The
+exit status is 1 only when the benchmark could not measure (a lab, a playbook or an agent
+failed), never because of the figures. Figures are wall times on a shared 2-core machine:
+compare the ratios of one run, not runs on different days. See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+for folder in (REPO / 'lab', REPO / 'benchmarks'):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from edgeft_lab import Lab  # noqa: E402
+from edgeft_lab.agents import Agents  # noqa: E402
+from edgeft_lab.errors import LabError  # noqa: E402
+from edgeft_lab.topology import load_topology  # noqa: E402
+from redeploy_under_load import BenchmarkError, deploy, lab_down, run_playbook  # noqa: E402
+
+TOR, SPINE = 'tor-r1-a', 'spine-b'
+CLOCK_TICKS = os.sysconf('SC_CLK_TCK')
+ROWS = (
+    ('lab_up_s', 'lab up (s)'),
+    ('deploy_s', 'site.yml, first (s)'),
+    ('redeploy_s', 'site.yml, again, changed=0 (s)'),
+    ('tor_drain_s', 'ToR drain (s)'),
+    ('tor_undrain_s', 'ToR undrain (s)'),
+    ('spine_drain_s', 'spine drain (s)'),
+    ('spine_undrain_s', 'spine undrain (s)'),
+    ('agent_cpu_pct', 'agent CPU, idle (% of a core per host, mean)'),
+    ('agent_cpu_max_pct', 'agent CPU, idle (% of a core, busiest host)'),
+    ('probes_per_s', 'probes sent per second per host, idle (mean)'),
+    ('agent_rss_mb', 'agent RSS (MB per host, mean)'),
+    ('metrics_series', '/metrics series of one host'),
+)
+
+
+def parse_size(text):
+    """(racks, hosts per rack) of '16' (racks of 4; 4 is 2x2) or '8x4'."""
+    if 'x' in text:
+        racks, per_rack = (int(part) for part in text.split('x', 1))
+    else:
+        hosts = int(text)
+        racks, per_rack = (2, 2) if hosts == 4 else (hosts // 4, 4)
+        if racks * per_rack != hosts:
+            raise argparse.ArgumentTypeError('%s hosts: give a multiple of 4, or RACKSxHOSTS' % text)
+    if racks < 2 or per_rack < 1:
+        raise argparse.ArgumentTypeError('%s: at least 2 racks of 1 host' % text)
+    return racks, per_rack
+
+
+def changed_tasks(out):
+    """['task: hosts'] of the tasks that reported a change in a playbook's output."""
+    found, task = {}, None
+    for line in out.splitlines():
+        if line.startswith('TASK ['):
+            task = line[6:line.rfind(']')]
+        elif line.startswith('changed: [') and task:
+            found.setdefault(task, []).append(line[10:line.index(']')])
+    return ['%s: %s' % (task, ', '.join(hosts)) for task, hosts in found.items()]
+
+
+def playbook_seconds(inventory, playbook, *extra):
+    start = time.monotonic()
+    rc, out, _recap = run_playbook(inventory, playbook, *extra)
+    if rc != 0:
+        raise BenchmarkError('%s %s failed (rc %d):\n%s' % (playbook, ' '.join(extra), rc, out[-6000:]))
+    return time.monotonic() - start
+
+
+def cpu_ticks(pid):
+    with open('/proc/%d/stat' % pid) as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15 of stat)
+
+
+def rss_mb(pid):
+    with open('/proc/%d/status' % pid) as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def probes_sent(agents, host):
+    return sum(value for (name, _labels), value in agents.metrics(host).items() if name == 'edgeft_plane_probes_sent_total')
+
+
+def agent_figures(lab, inventory, log_dir, window, log):
+    """Idle agents on every host for `window` seconds: CPU, probes/s, RSS, series."""
+    agents = Agents(lab, inventory, log_dir)
+    try:
+        agents.start_all()
+        time.sleep(min(5.0, window))  # past the start: the first full round of probes
+        hosts = list(agents.hosts)
+        pids = {host: agents.current(host).pid for host in hosts}
+        ticks = {host: cpu_ticks(pids[host]) for host in hosts}
+        sent = {host: probes_sent(agents, host) for host in hosts}
+        start = time.monotonic()
+        time.sleep(window)
+        seconds = time.monotonic() - start
+        cpu = {host: 100.0 * (cpu_ticks(pids[host]) - ticks[host]) / CLOCK_TICKS / seconds for host in hosts}
+        rate = {host: (probes_sent(agents, host) - sent[host]) / seconds for host in hosts}
+        series = [line for line in agents.get(hosts[0], '/metrics').decode().splitlines() if line and not line.startswith('#')]
+        log('  agents: %.2f %% CPU per host, %.0f probes/s per host' % (sum(cpu.values()) / len(cpu), sum(rate.values()) / len(rate)))
+        return {
+            'agent_cpu_pct': round(sum(cpu.values()) / len(cpu), 2),
+            'agent_cpu_max_pct': round(max(cpu.values()), 2),
+            'probes_per_s': round(sum(rate.values()) / len(rate), 1),
+            'agent_rss_mb': round(sum(rss_mb(pid) for pid in pids.values()) / len(pids), 1),
+            'metrics_series': len(series),
+        }
+    finally:
+        agents.stop_all()
+
+
+def measure_size(racks, per_rack, window, log):
+    topology = replace(load_topology('default'), hosts_per_rack=(per_rack,) * racks)
+    lab = Lab(topology.renamed('scale-%s' % uuid.uuid4().hex[:6]))
+    figures = {'hosts': racks * per_rack, 'racks': racks}
+    with tempfile.TemporaryDirectory(prefix='edgeft-scale-') as work:
+        inventory = Path(work) / 'hosts.yml'
+        try:
+            log('%d hosts (%d racks of %d): lab up' % (racks * per_rack, racks, per_rack))
+            start = time.monotonic()
+            lab.up(inventory=inventory)
+            figures['lab_up_s'] = time.monotonic() - start
+            log('  site.yml')
+            figures['deploy_s'], _changed = deploy(lab, inventory)
+            start = time.monotonic()
+            rc, out, recap = run_playbook(inventory, 'playbooks/site.yml')
+            figures['redeploy_s'] = time.monotonic() - start
+            if rc != 0 or any(changed for changed, _failed in recap.values()):
+                raise BenchmarkError('the second site.yml was not a no-op (rc %d): %s' % (rc, changed_tasks(out) or out[-3000:]))
+            for switch, kind in ((TOR, 'tor'), (SPINE, 'spine')):
+                log('  drain and undrain %s' % switch)
+                figures['%s_drain_s' % kind] = playbook_seconds(inventory, 'playbooks/switch_drain.yml', '-e', 'edgeft_switch=%s' % switch)
+                figures['%s_undrain_s' % kind] = playbook_seconds(inventory, 'playbooks/switch_undrain.yml', '-e', 'edgeft_switch=%s' % switch)
+            figures.update(agent_figures(lab, inventory, Path(work), window, log))
+        finally:
+            lab_down(lab)
+    return figures
+
+
+def format_table(runs):
+    sizes = ['%d hosts' % run['hosts'] for run in runs]
+    head = ['', *sizes, 'ratio %s / %s' % (sizes[-1], sizes[0])] if len(runs) > 1 else ['', *sizes]
+    lines = [head]
+    for key, label in ROWS:
+        values = [run.get(key) for run in runs]
+        cells = [label] + ['%.1f' % v if isinstance(v, float) else str(v) for v in values]
+        if len(runs) > 1:
+            first, last = values[0], values[-1]
+            cells.append('%.2f' % (last / first) if first else '-')
+        lines.append(cells)
+    widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
+    return '\n'.join('  '.join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
+                     for row in lines)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--sizes', default='4,16,64', help='comma-separated sizes: hosts (racks of 4) or RACKSxHOSTS')
+    p.add_argument('--window', type=float, default=30.0, help='seconds the idle agents are measured')
+    p.add_argument('--json', action='store_true', help='print the figures as JSON')
+    args = p.parse_args(argv)
+    args.sizes = [parse_size(s.strip()) for s in args.sizes.split(',') if s.strip()]
+    return args
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # the labs' finally blocks tear them down
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if os.geteuid() != 0:
+        sys.exit('scale.py needs root (namespaces, BPF, tc)')
+    signal.signal(signal.SIGTERM, _interrupt)
+    log = (lambda message: None) if args.json else (lambda message: print(message, file=sys.stderr, flush=True))
+    try:
+        runs = [measure_size(racks, per_rack, args.window, log) for racks, per_rack in args.sizes]
+    except (BenchmarkError, LabError) as e:
+        print('scale: %s' % e, file=sys.stderr)
+        return 1
+    print(json.dumps(runs, indent=1) if args.json else format_table(runs))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
