@@ -186,7 +186,7 @@ def format_table(runs):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     p.add_argument('--sizes', default='4,16,64', help='comma-separated sizes: hosts (racks of 4) or RACKSxHOSTS')
     p.add_argument('--window', type=float, default=30.0, help='seconds the idle agents are measured')
     p.add_argument('--json', action='store_true', help='print the figures as JSON')

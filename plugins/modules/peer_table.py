@@ -104,7 +104,7 @@ options:
         managed entry per peer, plane and family, so 512 peers on two planes fill the IPv4 table.
       - V(grow) raises C(gc_thresh2) to the entries this host will hold plus 256 for its other
         neighbours, and C(gc_thresh3) to twice that, before adding the entries; it never lowers them
-        and leaves C(gc_thresh1). Up to 128 peers on two planes fit the defaults: nothing changes. The
+        and leaves C(gc_thresh1). Up to 128 peers on two planes fit the defaults, and nothing changes. The
         values found first are recorded in O(state_dir)/neighbour_limits.json, so that a removal can
         restore them. The boot-time restore runs this module again, so the raise survives a reboot.
       - V(keep) changes none of them and refuses, before any change, a table that does not fit

@@ -8,28 +8,40 @@ never its code, so the cores stay independent of it.
 
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.error
-import urllib.request
 
 from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError
 
 
-def parse_endpoint(text) -> str:
-    """The /status URL of `ADDRESS:PORT` (IPv6 in brackets), or OptionError naming agent_endpoint."""
+def parse_endpoint(text) -> tuple:
+    """(host, port) of `ADDRESS:PORT` (IPv6 with or without brackets), or OptionError naming agent_endpoint."""
     host, sep, port = str(text).rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise OptionError("agent_endpoint: %r is not ADDRESS:PORT (the agent's metrics_listen, e.g. "
                           "127.0.0.1:9531)" % (text,))
-    if ":" in host and not host.startswith("["):
-        host = "[%s]" % host
-    return "http://%s:%s/status" % (host, port)
+    return host.strip("[]"), int(port)
 
 
-def fetch_status(url, timeout_s=2.0) -> dict:
-    """The agent's /status; OSError (URLError is one) when no agent answers."""
-    with urllib.request.urlopen(url, timeout=timeout_s) as answer:
-        return json.loads(answer.read())
+def status_url(endpoint) -> str:
+    host, port = endpoint
+    return "http://%s:%d/status" % ("[%s]" % host if ":" in host else host, port)
+
+
+def fetch_status(endpoint, timeout_s=2.0) -> dict:
+    """The agent's /status; OSError when no agent answers, or answers with an error."""
+    connection = http.client.HTTPConnection(*endpoint, timeout=timeout_s)
+    try:
+        connection.request("GET", "/status")
+        answer = connection.getresponse()
+        body = answer.read()
+    except http.client.HTTPException as e:
+        raise OSError("no valid HTTP answer (%s)" % (e.__class__.__name__,)) from None
+    finally:
+        connection.close()
+    if answer.status != 200:
+        raise OSError("HTTP %d %s" % (answer.status, answer.reason))
+    return json.loads(body)
 
 
 def problems(status: dict, planes, must_answer) -> list:
@@ -61,12 +73,11 @@ def problems(status: dict, planes, must_answer) -> list:
 
 def agent_problems(endpoint, planes, must_answer) -> tuple:
     """(problems, summary) of the agent behind `endpoint`; an agent that does not answer is one."""
-    url = parse_endpoint(endpoint)
+    where = parse_endpoint(endpoint)
     try:
-        status = fetch_status(url)
+        status = fetch_status(where)
     except (OSError, ValueError) as e:
-        reason = getattr(e, "reason", e)
-        return ["agent: no answer at %s (%s): is edgeft-agent running?" % (url, reason)], {"answered": False}
+        return ["agent: no answer at %s (%s): is edgeft-agent running?" % (status_url(where), e)], {"answered": False}
     found = problems(status, planes, must_answer)
     agent = status.get("agent", {})
     return found, {"answered": True, "pid": agent.get("pid"), "uptime_ms": agent.get("uptime_ms"),

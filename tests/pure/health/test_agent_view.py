@@ -45,13 +45,14 @@ def test_a_peer_the_agent_does_not_know_yet_is_a_problem():
     assert agent_view.problems(status(peers=[]), ["a"], ["r1h2"]) == ["agent: has no paths to peer r1h2 yet"]
 
 
-@pytest.mark.parametrize("endpoint, url", [
-    ("127.0.0.1:9531", "http://127.0.0.1:9531/status"),
-    ("::1:9531", "http://[::1]:9531/status"),
-    ("[::1]:9531", "http://[::1]:9531/status"),
+@pytest.mark.parametrize("endpoint, where, url", [
+    ("127.0.0.1:9531", ("127.0.0.1", 9531), "http://127.0.0.1:9531/status"),
+    ("::1:9531", ("::1", 9531), "http://[::1]:9531/status"),
+    ("[::1]:9531", ("::1", 9531), "http://[::1]:9531/status"),
 ])
-def test_the_endpoint_is_the_agents_metrics_listen(endpoint, url):
-    assert agent_view.parse_endpoint(endpoint) == url
+def test_the_endpoint_is_the_agents_metrics_listen(endpoint, where, url):
+    assert agent_view.parse_endpoint(endpoint) == where
+    assert agent_view.status_url(where) == url
 
 
 @pytest.mark.parametrize("endpoint", ["9531", "localhost", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:70000", ":9531"])
@@ -64,7 +65,11 @@ def test_no_agent_answering_is_a_problem_not_an_error():
     # A listener of the test's own that closes every connection unanswered, as a dying agent would.
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        closer = threading.Thread(target=lambda: server.accept()[0].close(), daemon=True)
+
+        def close_unanswered():
+            server.accept()[0].close()
+
+        closer = threading.Thread(target=close_unanswered, daemon=True)
         closer.start()
         found, summary = agent_view.agent_problems("127.0.0.1:%d" % port, ["a"], [])
         closer.join(5)

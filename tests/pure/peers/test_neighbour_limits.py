@@ -21,8 +21,8 @@ def entries(peers, planes=2, family=4):
     return [(base % (plane, peer), "fab%d" % plane) for plane in range(planes) for peer in range(1, peers + 1)]
 
 
-def proc_tree(tmp_path, values=DEFAULTS):
-    for family, levels in values.items():
+def proc_tree(tmp_path):
+    for family, levels in DEFAULTS.items():
         folder = tmp_path / ("net/ipv%d/neigh/default" % family)
         folder.mkdir(parents=True)
         for level, value in enumerate(levels, start=1):
