@@ -14,8 +14,9 @@ timer's deadline. The run alternates quiet windows and windows in which a scrape
 /metrics (every `--scrape-every-ms`, 0 = back to back); the same agent, the same process, back to
 back, so a loaded machine loads both alike. Prints p50/p99/max lateness of each and the ratio.
 
-    sudo python benchmarks/probe_jitter.py [--peers 4096] [--active 64] [--window-s 5] [--rounds 3]
-                                           [--scrape-every-ms 100] [--path /metrics] [--json]
+    sudo python benchmarks/probe_jitter.py [--peers 4096] [--active 64] [--idle-interval-ms 3600000]
+                                           [--window-s 5] [--rounds 3] [--scrape-every-ms 100]
+                                           [--path /metrics|/status] [--no-realtime] [--json]
 
 Needs root (a network namespace of its own). Exit 0 when it measured, 1 on errors.
 """
@@ -136,11 +137,13 @@ class TimedAgent(Agent):
             self.late_ns.append(path.sent_ns - deadline)
 
 
-def reflect(moved, ready, stop):
+def reflect(moved, ready, stop, realtime):
     """The peers' reflector, in a network namespace of its own behind the planes' veth pairs: every
     peer address is local here (one `local` route per plane), and each request is answered from the
     address it was sent to."""
     unshare_net()
+    if realtime:  # the peers' reflector is kernel code (tc ingress): it never waits for a CPU behind other work
+        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(1))
     moved.wait(10)  # the agent's side moved the pfab ends in here
     ip("link", "set", "lo", "up")
     for plane in range(2):
@@ -180,8 +183,9 @@ def scrape(windows, path, every_s, results):
                     body = b"".join(iter(lambda: c.recv(65536), b""))
             except OSError:
                 continue  # the agent not listening yet, or closing at the end
-            took.append(time.monotonic() - t0)
-            sizes.append(len(body))
+            if body.startswith(b"HTTP/1.0 200 "):  # not one cut short by the agent closing at the end
+                took.append(time.monotonic() - t0)
+                sizes.append(len(body))
             if every_s:
                 time.sleep(max(0.0, every_s - (time.monotonic() - t0)))
     results.put({"scrapes": len(took), "scrape_ms_median": 1000 * sorted(took)[len(took) // 2] if took else None,
@@ -194,7 +198,7 @@ def unshare_net():
         raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET)")
 
 
-def wire_planes(ctx):
+def wire_planes(ctx, realtime):
     """This process in a namespace of its own with two plane NICs fab0/fab1, veth pairs to the
     reflector's namespace. The peers are behind one gateway per plane (one neighbour entry, not
     thousands). Returns the reflector's (process, stop event)."""
@@ -205,7 +209,7 @@ def wire_planes(ctx):
         ip("addr", "add", "10.%d.0.1/24" % (plane + 1), "dev", "fab%d" % plane)
         ip("link", "set", "fab%d" % plane, "up")
     moved, ready, stop = ctx.Event(), ctx.Event(), ctx.Event()
-    reflector = ctx.Process(target=reflect, args=(moved, ready, stop), daemon=True)
+    reflector = ctx.Process(target=reflect, args=(moved, ready, stop, realtime), daemon=True)
     reflector.start()
     deadline = time.monotonic() + 10
     while True:  # until the reflector has its own namespace
@@ -234,7 +238,7 @@ def percentiles(values):
 
 def run(args):
     ctx = multiprocessing.get_context("fork")
-    reflector, stop = wire_planes(ctx)
+    reflector, stop = wire_planes(ctx, args.realtime)
     planes = [{"name": "a", "interface": "fab0", "ipv4": "10.1.0.1"}, {"name": "b", "interface": "fab1", "ipv4": "10.2.0.1"}]
     cfg = Config({"planes": planes, "backup_routes": False, "metrics_listen": "%s:%d" % LISTEN, "state_dir": None,
                   "log_level": "warning", "idle_interval_ms": args.idle_interval_ms})
@@ -247,6 +251,10 @@ def run(args):
     # Forked before the agent opens its sockets: the scraper must hold none of them.
     scraper = ctx.Process(target=scrape, args=(windows[1::2], args.path, args.scrape_every_ms / 1000, results), daemon=True)
     scraper.start()
+    if args.realtime:
+        # As the role runs the agent (ebpf_failover_agent_realtime, default true); the scraper,
+        # forked before, keeps ordinary scheduling.
+        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(1))
     agent = TimedAgent(cfg, PeerTable(args.peers, args.active), specs, log)
     agent.start()
     for plane in range(len(specs)):
@@ -274,7 +282,7 @@ def run(args):
                 break
     quiet, busy = percentiles(by_kind["quiet"]), percentiles(by_kind["scraping"])
     paths = len(agent.paths)
-    return {"peers": args.peers, "active": args.active, "paths": paths, "idle_interval_ms": args.idle_interval_ms, "path": args.path,
+    return {"peers": args.peers, "active": args.active, "paths": paths, "idle_interval_ms": args.idle_interval_ms, "realtime": args.realtime, "path": args.path,
             "scrape_every_ms": args.scrape_every_ms, "window_s": args.window_s, "rounds": args.rounds,
             "quiet": quiet, "scraping": busy, "scraper": scraped, "loadavg": os.getloadavg(),
             "ratio_p99": busy["p99_ms"] / quiet["p99_ms"] if quiet["p99_ms"] else None,
@@ -283,9 +291,10 @@ def run(args):
 
 def table(r):
     every = "%d ms" % r["scrape_every_ms"] if r["scrape_every_ms"] else "back to back"
-    title = "probe jitter: %d peers (%d with traffic, the others probed every %d ms), %d paths; %s every %s; %d x %g s per kind; " \
-            "load average %.2f %.2f %.2f" % (r["peers"], r["active"], r["idle_interval_ms"], r["paths"], r["path"], every,
-                                             r["rounds"], r["window_s"], *r["loadavg"])
+    title = "probe jitter: %d peers (%d with traffic, the others probed every %d ms), %d paths, agent at %s; %s every %s; " \
+            "%d x %g s per kind; load average %.2f %.2f %.2f" % (
+                r["peers"], r["active"], r["idle_interval_ms"], r["paths"], "SCHED_RR 1" if r["realtime"] else "SCHED_OTHER",
+                r["path"], every, r["rounds"], r["window_s"], *r["loadavg"])
     lines = [title, "", "%-10s %8s %8s %8s %8s %8s %12s" % ("", "probes", "p50 ms", "p99 ms", "max ms", "scrapes", "scrape ms")]
     for kind in ("quiet", "scraping"):
         q = r[kind]
@@ -307,6 +316,8 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3, help="quiet + scraping window pairs (default 3)")
     p.add_argument("--scrape-every-ms", type=int, default=100, help="scrape period, 0 = back to back (default 100)")
     p.add_argument("--path", default="/metrics", choices=("/metrics", "/status"), help="what the scraper GETs")
+    p.add_argument("--no-realtime", dest="realtime", action="store_false",
+                   help="run the agent with ordinary scheduling (default: SCHED_RR priority 1, as the role runs it)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     args = p.parse_args(argv)
     if args.peers < 1 or not 0 <= args.active <= args.peers or args.rounds < 1 or args.window_s <= GUARD_S or args.peers > 250 * 250:
