@@ -5,7 +5,9 @@ peer and plane (two planes), with the pinned maps replaced by an in-memory stand
 renderer reads them only for the planes' counters and the shown peers, so what it measures is the
 agent's own work). Each size is rendered twice in the same run: with the default
 `metrics_peers` (bounded) and with every peer shown (the baseline: what the agent exported before
-series were bounded), healthy and with 1 % of the peers failed over.
+series were bounded), healthy and with 1 % of the peers failed over. `loop ms` is what a scrape
+costs the agent's loop now that the render runs in a forked child (agent/forkrender.py): the
+median time of os.fork() in a process holding that agent.
 
     python benchmarks/metrics_scale.py [--peers 4,1000,4096] [--repeat 5] [--json]
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -95,23 +98,40 @@ def measure(agent, repeat):
     return len(exposition.parse(text)), len(text.encode()), statistics.median(times)
 
 
+def fork_ms(repeat):
+    """Median ms the parent spends in os.fork() (the child exits at once), as the agent's loop
+    does for each render; it copies page tables, so it grows with the process."""
+    times = []
+    for _attempt in range(repeat):
+        start = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        times.append((time.perf_counter() - start) * 1000)
+        os.waitpid(pid, 0)
+    return statistics.median(times)
+
+
 def run(sizes, repeat):
     rows = []
     for peers in sizes:
         for failed in (0, max(1, peers // 100)):
-            bounded = measure(synthetic_agent(peers, failed), repeat)
+            agent = synthetic_agent(peers, failed)
+            bounded = measure(agent, repeat)
+            loop = fork_ms(repeat)
             every = measure(synthetic_agent(peers, failed, metrics_peers=peers), repeat)
             rows.append({"peers": peers, "failed": failed, "series": bounded[0], "bytes": bounded[1], "render_ms": bounded[2],
+                         "loop_ms": loop,
                          "baseline_series": every[0], "baseline_bytes": every[1], "baseline_render_ms": every[2]})
     return rows
 
 
 def table(rows):
-    head = ("peers", "failed over", "series", "KB", "render ms", "every peer: series", "KB", "render ms", "series ratio")
-    lines = ["%6s %11s %7s %7s %10s %19s %7s %10s %12s" % head]
+    head = ("peers", "failed over", "series", "KB", "render ms", "loop ms", "every peer: series", "KB", "render ms", "series ratio")
+    lines = ["%6s %11s %7s %7s %10s %8s %19s %7s %10s %12s" % head]
     for r in rows:
-        lines.append("%6d %11d %7d %7.1f %10.1f %19d %7.1f %10.1f %12.3f" % (
-            r["peers"], r["failed"], r["series"], r["bytes"] / 1024, r["render_ms"], r["baseline_series"],
+        lines.append("%6d %11d %7d %7.1f %10.1f %8.2f %19d %7.1f %10.1f %12.3f" % (
+            r["peers"], r["failed"], r["series"], r["bytes"] / 1024, r["render_ms"], r["loop_ms"], r["baseline_series"],
             r["baseline_bytes"] / 1024, r["baseline_render_ms"], r["series"] / r["baseline_series"]))
     return "\n".join(lines)
 

@@ -80,6 +80,7 @@ class Agent(PlaneWatch, RouteKeeper):
         self.maps = maps
         self.plane_specs = planes
         self.session = random.getrandbits(32)
+        self.pid = os.getpid()  # status shows the agent's, not the render child's (endpoint.py)
         self.started = clock()
         self.selector = selectors.DefaultSelector()
         self.wheel = TimerWheel(self.started)
@@ -149,7 +150,7 @@ class Agent(PlaneWatch, RouteKeeper):
         self.resync(now)
         self._scan_activity(now)
         if self.cfg.metrics_listen:
-            self.endpoint = Endpoint(self.cfg.metrics_listen, self.selector, self._routes_http(), self.clock)
+            self.endpoint = Endpoint(self.cfg.metrics_listen, self.selector, self._routes_http(), self.clock, self.log)
         now = self.clock()
         self.wheel.schedule(now + self.cfg.interval_ns, self._tick_planes)
         self.wheel.schedule(now + self.cfg.resync_ms * 1000000, self._tick_resync)
@@ -158,6 +159,7 @@ class Agent(PlaneWatch, RouteKeeper):
                       len(self.paths), self.cfg.summary())
 
     def _routes_http(self) -> dict:
+        """Called in the endpoint's render child (forkrender.py): a snapshot of this agent, off the loop."""
         from ansible_collections.edgeft.failover.plugins.module_utils.agent import report
 
         return {
@@ -405,7 +407,9 @@ class Agent(PlaneWatch, RouteKeeper):
                         peer=path.peer_id)
 
     def peer_paths(self, peer_id):
-        return [p for (pid, _plane), p in self.paths.items() if pid == peer_id]
+        # One lookup per plane, not a scan of every path: it runs for each probe of a dead path
+        # and for each peer in /status, which made both quadratic in the peers.
+        return [self.paths[(peer_id, plane)] for plane in sorted(self.planes) if (peer_id, plane) in self.paths]
 
     def _tick_resync(self, now) -> None:
         try:

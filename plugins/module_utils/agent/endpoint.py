@@ -3,10 +3,11 @@
 """A minimal HTTP/1.0 server living in the agent's event loop.
 
 GET /metrics (Prometheus text) and GET /status (JSON for `edgeft-agent
-status`). Non-blocking sockets in the same selector as the probes, so a
-scrape never needs a thread and a slow client never blocks a probe: a client
-gets 1 s to send its request line, and answers are written with one send
-(they are a few kB) or dropped.
+status`). The loop only accepts and reads requests, on non-blocking sockets in
+the same selector as the probes: a client gets 1 s to send its request line.
+The answers are rendered and written by a forked child (forkrender.py): a
+render never runs in the loop, and a client that does not read holds up the
+child, not the loop. Errors (404, 405, 503) are a few bytes, written by the loop.
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from __future__ import annotations
 import selectors
 import socket
 
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.forkrender import ForkedRenders, http_answer
+
 MAX_REQUEST = 8192
+MAX_WAITING = 64  # requests waiting for the next render; more get 503
 CLIENT_TIMEOUT_NS = 1000000000
 
 
 class Endpoint:
-    def __init__(self, address: tuple, selector, routes: dict, clock):
-        """routes: path -> callable() returning (content type, body bytes)."""
+    def __init__(self, address: tuple, selector, routes: dict, clock, log=None):
+        """routes: path -> callable() returning (content type, body bytes), called in the render child."""
         host, port = address
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
@@ -34,7 +38,9 @@ class Endpoint:
         self.selector = selector
         self.routes = routes
         self.clock = clock
-        self.clients = {}  # socket -> (buffer, deadline)
+        self.clients = {}  # socket -> (buffer, deadline) while its request is read
+        self.waiting = []  # [(socket, method, handler)]: complete requests for the next render
+        self.renders = ForkedRenders(log)
         selector.register(self.sock, selectors.EVENT_READ, self._accept)
 
     def _accept(self, _sock) -> None:
@@ -68,45 +74,61 @@ class Endpoint:
         self._answer(conn, state[0])
 
     def _answer(self, conn, request: bytes) -> None:
+        """Queue a request for the next render, or answer an error at once."""
         line = request.split(b"\n", 1)[0].decode("latin-1").strip().split()
         if len(line) < 2 or line[0] not in ("GET", "HEAD"):
-            status, ctype, body = "405 Method Not Allowed", "text/plain", b"GET only\n"
+            self._reply(conn, "GET", "405 Method Not Allowed", b"GET only\n")
+            return
+        handler = self.routes.get(line[1].split("?", 1)[0])
+        if handler is None:
+            self._reply(conn, line[0], "404 Not Found", ("try %s\n" % " ".join(sorted(self.routes))).encode())
+        elif len(self.waiting) >= MAX_WAITING:
+            self._reply(conn, line[0], "503 Service Unavailable", b"too many requests waiting\n")
         else:
-            handler = self.routes.get(line[1].split("?", 1)[0])
-            if handler is None:
-                status, ctype, body = "404 Not Found", "text/plain", ("try %s\n" % " ".join(sorted(self.routes))).encode()
-            else:
-                status = "200 OK"
-                ctype, body = handler()
-        head = ("HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-                % (status, ctype, len(body))).encode()
-        # Only a HEAD request goes without the body its Content-Length announces.
-        payload = head + (b"" if status == "200 OK" and line[0] == "HEAD" else body)
+            self._forget(conn)
+            self.waiting.append((conn, line[0], handler))
+
+    def _reply(self, conn, method: str, status: str, body: bytes) -> None:
+        """A few bytes: one non-blocking send fits in any socket buffer."""
         try:
-            conn.setblocking(True)
-            conn.settimeout(0.05)  # bounded: a client that does not read loses its answer
-            conn.sendall(payload)
+            conn.setblocking(False)
+            conn.send(http_answer(method, status, "text/plain", body))
         except OSError:
             pass
         self._close(conn)
 
     def expire(self, now: int) -> None:
-        """Drop clients that did not send a request in time."""
+        """Drop clients that did not send a request in time; hand waiting requests to a render.
+        Called at the end of each loop turn, so the probes due in this turn never wait for the
+        fork (the loop's whole cost of a scrape)."""
         for conn, (_buf, deadline) in list(self.clients.items()):
             if now > deadline:
                 self._close(conn)
+        if self.waiting and self.renders.reap():
+            batch, self.waiting = self.waiting, []
+            if not self.renders.start(batch, [self.sock] + list(self.clients)):
+                for conn, method, _handler in batch:
+                    self._reply(conn, method, "503 Service Unavailable", b"cannot render now\n")
+        elif not self.waiting:
+            self.renders.reap()
 
-    def _close(self, conn) -> None:
+    def _forget(self, conn) -> None:
+        """Stop reading conn: its request is complete."""
         self.clients.pop(conn, None)
         try:
             self.selector.unregister(conn)
         except (KeyError, ValueError):
             pass
+
+    def _close(self, conn) -> None:
+        self._forget(conn)
         conn.close()
 
     def close(self) -> None:
-        for conn in list(self.clients):
+        self.renders.close()
+        for conn in list(self.clients) + [w[0] for w in self.waiting]:
             self._close(conn)
+        self.waiting = []
         try:
             self.selector.unregister(self.sock)
         except (KeyError, ValueError):

@@ -9,7 +9,6 @@ path counters, peers' planes, last-seen), so nothing is kept twice.
 from __future__ import annotations
 
 import json
-import os
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 
@@ -77,7 +76,7 @@ def status(agent) -> dict:
             }
         peers.append(entry)
     return {
-        "agent": {"pid": os.getpid(), "uptime_ms": (now - agent.started) // 1000000, "session": agent.session,
+        "agent": {"pid": agent.pid, "uptime_ms": (now - agent.started) // 1000000, "session": agent.session,
                   "now_ns": now, "settings": agent.cfg.summary(), "loop_lag_max_ms": _ms(agent.loop_lag_max_ns),
                   "backup_route_errors": agent.route_errors[:3]},
         "totals": dict(agent.totals),
