@@ -58,11 +58,11 @@ removed:
   type: dict
   sample: {"addresses": ["198.18.255.1/32 dev fab0"], "routes": ["198.18.0.0/16 dev fab0 table 60901"], "rules": []}
 sysctls_changed:
-  description: Sysctls put back, C({key: {before, after}}).
+  description: 'Sysctls put back, C({key: {before, after}}).'
   returned: always
   type: dict
 links_changed:
-  description: MTUs and link states put back, C({nic: {mtu: {before, after}, up: {before, after}}}).
+  description: 'MTUs and link states put back, C({nic: {mtu: {before, after}, up: {before, after}}}).'
   returned: always
   type: dict
 '''

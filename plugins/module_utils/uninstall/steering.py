@@ -85,7 +85,9 @@ def plan(rules, routes, neighbours, recorded, table, priority) -> dict:
     # Only the entries the peer table created, and only while they are still managed ones: an
     # entry someone replaced by hand is theirs now.
     out["neighbors"] = sorted(n for n in recorded if neighbours.get(n, {}).get("managed"))
-    # Rules before routes: once no rule leads to the tables, their routes are unused.
+    # Routes before rules: the backup table answers for every peer address whatever lookup reaches
+    # it, and with the main-table rule gone first it would be reached for connected peers too.
+    # Emptied tables make the rules no-ops.
     out["rules"].sort(key=lambda r: (r["family"], r["priority"]))
     out["routes"].sort(key=lambda r: (r["family"], r["table"], r["dst"]))
     return out
@@ -132,7 +134,7 @@ def _delete_route(ipr, route):
 
 
 def _view(found) -> list:
-    return [rule_text(r) for r in found["rules"]] + [route_text(r) for r in found["routes"]] \
+    return [route_text(r) for r in found["routes"]] + [rule_text(r) for r in found["rules"]] \
         + ["neighbour %s dev %s (managed)" % n for n in found["neighbors"]]
 
 
@@ -146,12 +148,12 @@ def steering_cleanup(params, check_mode=False):
         step = None
         if not check_mode:
             try:
-                for rule in found["rules"]:
-                    step = "deleting rule %s" % rule_text(rule)
-                    _delete_rule(ipr, rule)
                 for route in found["routes"]:
                     step = "deleting route %s" % route_text(route)
                     _delete_route(ipr, route)
+                for rule in found["rules"]:
+                    step = "deleting rule %s" % rule_text(rule)
+                    _delete_rule(ipr, rule)
                 for address, dev in found["neighbors"]:
                     step = "deleting neighbour %s dev %s" % (address, dev)
                     iproute.neigh_delete(address, dev)
