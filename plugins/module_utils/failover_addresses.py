@@ -256,3 +256,40 @@ def _check_unique_across_planes(result, family, planes):
                                                _entry_option(host, planes[host][plane][0], key), address,
                                                other_host, other_plane))
             seen[address] = (host, plane)
+
+
+def routed(planes_by_host, prefixes) -> bool:
+    """Whether the fabric has failover addresses: prefixes, or an address given in a plane entry."""
+    return bool(prefixes) or any(isinstance(plane, Mapping) and (plane.get("failover4") or plane.get("failover6"))
+                                 for planes in planes_by_host.values() for plane in planes or [])
+
+
+def peer_entries(planes_by_host, failover_planes_by_host, prefixes) -> tuple:
+    """({host: [plane entry]}, error) of every host with planes, as the peer table takes them: name,
+    the native addresses declared, and the failover addresses allocated (None where there are none).
+
+    The allocation runs over `failover_planes_by_host` (the failover group) and only on a routed
+    fabric. It is group-wide, so one host's bad declaration fails it for all: then `error` says
+    why (naming the host and option) and the entries carry no failover addresses, so that each
+    host's own validation can still name its own mistakes first."""
+    with_planes = {host: planes for host, planes in failover_planes_by_host.items() if planes}  # bond-only hosts have none
+    allocated, error = {}, ""
+    if routed(with_planes, prefixes):
+        try:
+            allocated = plan(with_planes, prefixes)
+        except FailoverAddressError as e:
+            error = str(e)
+    table = {}
+    for host, planes in sorted(planes_by_host.items()):
+        entries = []
+        for plane in planes or []:
+            if not isinstance(plane, Mapping) or "name" not in plane:
+                continue  # refused by the host's own validation, which names the entry
+            entry = {"name": plane["name"]}
+            entry.update({family: plane[family] for family in ("ipv4", "ipv6") if plane.get(family) is not None})
+            found = allocated.get(host, {}).get(plane["name"], {})
+            entry.update(failover4=found.get("ipv4"), failover6=found.get("ipv6"))
+            entries.append(entry)
+        if entries:
+            table[host] = entries
+    return table, error

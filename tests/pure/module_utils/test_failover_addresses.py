@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.edgeft.failover.plugins.module_utils import failover_addresses as fa
 from ansible_collections.edgeft.failover.plugins.module_utils.failover_addresses import (
     FailoverAddressError,
     allocate,
@@ -147,3 +148,55 @@ def test_plan_names_the_plane_entry_of_a_bad_given_address():
 def test_plan_refuses_overlapping_failover_prefixes_of_two_planes():
     with pytest.raises(FailoverAddressError, match="overlaps the failover prefix"):
         plan({"h1": planes(1)}, {"a": {"ipv4": "198.17.0.0/24"}, "b": {"ipv4": "198.17.0.0/25"}})
+
+
+# ---------------------------------------------------------------- the peer table's view of the fabric
+L2_FABRIC = {
+    "r1h1": [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16", "ipv6": "fd0e::11/64", "switch": "tor-r1-a"},
+             {"name": "b", "interface": "fab1", "ipv4": "198.19.1.11/16"}],
+    "r1h2": [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.12/16"},
+             {"name": "b", "interface": "fab1", "ipv4": "198.19.1.12/16", "accept_ra": "maybe"}],
+    "bond-only": [],
+}
+
+
+def test_peer_entries_of_an_l2_fabric_carry_names_and_native_addresses_only():
+    assert fa.peer_entries(L2_FABRIC, L2_FABRIC, {}) == ({
+        "r1h1": [{"name": "a", "ipv4": "198.18.1.11/16", "ipv6": "fd0e::11/64", "failover4": None, "failover6": None},
+                 {"name": "b", "ipv4": "198.19.1.11/16", "failover4": None, "failover6": None}],
+        "r1h2": [{"name": "a", "ipv4": "198.18.1.12/16", "failover4": None, "failover6": None},
+                 {"name": "b", "ipv4": "198.19.1.12/16", "failover4": None, "failover6": None}],
+    }, "")
+
+
+def test_an_l2_fabric_does_not_validate_one_hosts_planes_for_every_other_host():
+    # r1h2's accept_ra is refused by r1h2's own validation; the others' tables still build.
+    assert not fa.routed(L2_FABRIC, {})
+    assert set(fa.peer_entries(L2_FABRIC, L2_FABRIC, {})[0]) == {"r1h1", "r1h2"}
+
+
+def test_peer_entries_of_a_routed_fabric_carry_the_allocated_failover_addresses():
+    planes = {host: [{"name": p["name"], "interface": p["interface"], "ipv4": p["ipv4"]} for p in entries]
+              for host, entries in L2_FABRIC.items()}
+    prefixes = {"a": {"ipv4": "198.20.0.0/24"}}
+    table, error = fa.peer_entries(planes, planes, prefixes)
+    assert error == ""
+    allocated = fa.plan({host: entries for host, entries in planes.items() if entries}, prefixes)
+    assert fa.routed(planes, prefixes)
+    for host in ("r1h1", "r1h2"):
+        assert table[host][0]["failover4"] == allocated[host]["a"]["ipv4"]
+        assert table[host][1]["failover4"] is None
+
+
+def test_a_failover_address_given_in_a_plane_entry_makes_the_fabric_routed():
+    planes = {"r1h1": [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16", "failover4": "198.20.0.9"}]}
+    assert fa.routed(planes, {})
+    assert fa.peer_entries(planes, planes, {})[0]["r1h1"][0]["failover4"] == "198.20.0.9"
+
+
+def test_a_fabric_whose_allocation_fails_keeps_its_entries_and_says_why():
+    planes = {"r1h1": [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16"}],
+              "r1h2": [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.12/16", "failover4": "198.18.9.9"}]}
+    table, error = fa.peer_entries(planes, planes, {})
+    assert "198.18.9.9" in error and "r1h2" in error
+    assert table["r1h1"] == [{"name": "a", "ipv4": "198.18.1.11/16", "failover4": None, "failover6": None}]
