@@ -15,6 +15,9 @@ description:
     families (held table, main without its default route, backup table), every route of the
     backup table O(table) and of the held table after it - and the managed neighbour entries
     M(edgeft.failover.peer_table) recorded for O(pin_root).
+  - Puts back the neighbour table thresholds (C(net.ipv4.neigh.default.gc_thresh2) and the like)
+    that M(edgeft.failover.peer_table) raised, to the values it recorded in O(state_dir) before its
+    first raise; where this network namespace cannot see them (not the initial one), nothing.
   - Only edgeft's own are removed - rules and routes with protocol 237, in the form the agent adds
     them; neighbour entries that are recorded and still managed. Others found there are kept and
     reported as warnings.
@@ -74,6 +77,11 @@ neighbors:
   type: list
   elements: str
   sample: ["198.18.2.11 dev fab0"]
+neighbor_limits:
+  description: The neighbour table thresholds put back (or that would be), with their values before and after.
+  returned: always
+  type: dict
+  sample: {net.ipv4.neigh.default.gc_thresh3: {before: 16896, after: 1024}}
 kept:
   description: Rules and routes found there that edgeft did not add, left in place.
   returned: always

@@ -19,6 +19,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils import constants, 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import iproute
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.host.records import PeerTableRecord
+from ansible_collections.edgeft.failover.plugins.module_utils.peers import neighbour_limits
 
 AF = {4: socket.AF_INET, 6: socket.AF_INET6}
 MAIN_TABLE = 254
@@ -138,6 +139,25 @@ def _view(found) -> list:
         + ["neighbour %s dev %s (managed)" % n for n in found["neighbors"]]
 
 
+def limits_to_restore(state_dir, proc_sys=neighbour_limits.PROC_SYS) -> dict:
+    """{sysctl: {before, after}} putting back the neighbour table thresholds peer_table found before
+    raising them (peers/neighbour_limits.py); {} where none were raised or this namespace cannot
+    see them."""
+    original = neighbour_limits.LimitsRecord(state_dir).original
+    current = {}
+    for family, values in neighbour_limits.read_limits(proc_sys).items():
+        for level, value in enumerate(values, start=1):
+            current[neighbour_limits.sysctl_name(family, level)] = value
+    return {name: {"before": current[name], "after": value} for name, value in sorted(original.items())
+            if name in current and current[name] != value}
+
+
+def restore_limits(changes, proc_sys=neighbour_limits.PROC_SYS) -> None:
+    """Lower gc_thresh2 before gc_thresh3, so that 2 <= 3 holds throughout."""
+    for name in sorted(changes):
+        neighbour_limits.procsys.write_value(os.path.join(proc_sys, *name.split(".")), changes[name]["after"])
+
+
 def steering_cleanup(params, check_mode=False):
     """The steering_cleanup module: (result, warnings). Validates first, then removes."""
     table, priority = check_options(params)
@@ -145,6 +165,7 @@ def steering_cleanup(params, check_mode=False):
     with netlink.open_ipr(SteeringError) as ipr:
         found = plan(read_rules(ipr), read_routes(ipr, (table, table + 1)), iproute.neighbours() if recorded else {},
                      recorded, table, priority)
+        limits = limits_to_restore(params["state_dir"])
         step = None
         if not check_mode:
             try:
@@ -157,12 +178,15 @@ def steering_cleanup(params, check_mode=False):
                 for address, dev in found["neighbors"]:
                     step = "deleting neighbour %s dev %s" % (address, dev)
                     iproute.neigh_delete(address, dev)
+                step = "restoring the neighbour table limits"
+                restore_limits(limits)
             except (OSError, EdgeftError) as e:
                 # Nothing to roll back to: each deletion only removes what steers nothing any more.
                 raise SteeringError("%s failed: %s; run the task again to finish" % (step, e)) from None
-    removed = _view(found)
+    removed = _view(found) + ["%s = %d (was %d)" % (name, c["after"], c["before"]) for name, c in limits.items()]
     result = {
         "changed": bool(removed),
+        "neighbor_limits": limits,
         "rules": [rule_text(r) for r in found["rules"]],
         "routes": [route_text(r) for r in found["routes"]],
         "neighbors": ["%s dev %s" % n for n in found["neighbors"]],

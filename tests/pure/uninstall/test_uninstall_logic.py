@@ -124,3 +124,31 @@ def test_kept_addresses_leave_the_multihome_record():
     assert record["interfaces"]["fab0"]["addresses"][0] == "198.18.1.11/16"  # the caller's record is untouched
     with pytest.raises(OptionError, match=r"^keep_addresses\[1\]: 'fab0' is not an IP address"):
         addresses.keep_ips(["198.18.1.11", "fab0"])
+
+
+def test_the_uninstall_puts_back_the_neighbour_limits_peer_table_found(tmp_path, monkeypatch):
+    """On a /proc/sys tree of the test's own: the machine's thresholds are not a test's to change."""
+    from ansible_collections.edgeft.failover.plugins.module_utils.peers import neighbour_limits as nl
+    from ansible_collections.edgeft.failover.plugins.module_utils.uninstall import steering
+
+    # Regular files stand in for /proc/sys, where a write replaces the whole value.
+    monkeypatch.setattr(nl.procsys, "write_value", lambda path, value: open(path, "w").write(str(value)))
+    proc, state = tmp_path / "proc", tmp_path / "state"
+    for family in (4, 6):
+        folder = proc / ("net/ipv%d/neigh/default" % family)
+        folder.mkdir(parents=True)
+        for level, value in ((1, 128), (2, 512), (3, 1024)):
+            (folder / ("gc_thresh%d" % level)).write_text("%d\n" % value)
+    raised = nl.plan_limits(nl.read_limits(str(proc)), {4: 8192, 6: 0}, "grow")
+    nl.apply_limits(raised, str(state), root=str(proc))
+    assert nl.read_limits(str(proc))[4] == (128, 8448, 16896)
+
+    changes = steering.limits_to_restore(str(state), proc_sys=str(proc))
+    assert changes == {"net.ipv4.neigh.default.gc_thresh2": {"before": 8448, "after": 512},
+                       "net.ipv4.neigh.default.gc_thresh3": {"before": 16896, "after": 1024}}
+    steering.restore_limits(changes, proc_sys=str(proc))
+    assert nl.read_limits(str(proc)) == {4: (128, 512, 1024), 6: (128, 512, 1024)}
+    assert steering.limits_to_restore(str(state), proc_sys=str(proc)) == {}
+    # Nothing recorded, or a namespace that cannot see the thresholds: nothing to put back.
+    assert steering.limits_to_restore(str(tmp_path / "none"), proc_sys=str(proc)) == {}
+    assert steering.limits_to_restore(str(state), proc_sys=str(tmp_path / "netns")) == {}
