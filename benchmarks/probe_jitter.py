@@ -300,8 +300,9 @@ def table(r):
         q = r[kind]
         scrapes = r["scraper"]["scrapes"] if kind == "scraping" else 0
         took = r["scraper"]["scrape_ms_median"] if kind == "scraping" else None
-        lines.append("%-10s %8d %8.3f %8.3f %8.3f %8d %12s" % (kind, q["probes"], q["p50_ms"], q["p99_ms"], q["max_ms"], scrapes,
-                                                             "-" if took is None else "%.1f" % took))
+        took_text = "-" if took is None else "%.1f" % took
+        lines.append("%-10s %8d %8.3f %8.3f %8.3f %8d %12s"
+                     % (kind, q["probes"], q["p50_ms"], q["p99_ms"], q["max_ms"], scrapes, took_text))
     lines.append("ratio p99 %.2f, max %.2f (scraping / quiet)" % (r["ratio_p99"], r["ratio_max"]))
     return "\n".join(lines)
 
