@@ -12,17 +12,25 @@ import os
 from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile
 
 
+def load(path, error, option="state_dir"):
+    """The JSON document at path, None when there is none; `error` (the caller's option error
+    class) names `option` when the file cannot be read or parsed."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise error("%s: cannot read %s: %s" % (option, path, e)) from None
+
+
 def read(path, version, what, error) -> dict:
     """The record at path, {} when there is none; `error` (the caller's option error
     class) names state_dir when the file cannot be read or is not a version `version`
     edgeft `what` record."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
+    data = load(path, error)
+    if data is None:
         return {}
-    except (OSError, ValueError) as e:
-        raise error("state_dir: cannot read %s: %s" % (path, e)) from None
     if not isinstance(data, dict) or data.get("version") != version:
         raise error("state_dir: %s is not a version %d edgeft %s" % (path, version, what))
     return data

@@ -15,7 +15,6 @@ touched. Reads only: it never creates state_dir nor a lock file.
 
 from __future__ import annotations
 
-import json
 import os
 
 from ansible_collections.edgeft.failover.plugins.module_utils import jsonrecord, netlink
@@ -90,13 +89,7 @@ def steering_problems(planes, peers, plane_names, peer_names) -> list:
 
 
 def _read_json(path):
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as e:
-        raise FootprintError("datapath_config: cannot read %s: %s" % (path, e)) from None
+    data = jsonrecord.load(path, FootprintError, "datapath_config")
     return data if isinstance(data, dict) else {}
 
 
