@@ -29,7 +29,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,8 +42,8 @@ if str(REPO / 'lab') not in sys.path:
 from edgeft_lab import Lab, netns  # noqa: E402
 from edgeft_lab.agents import (AgentError, Agents, _collection_module, ansible_env, clear_learned, host_vars,  # noqa: E402
                                run_playbook, settled, steered)
-from edgeft_lab.errors import LabError  # noqa: E402
 from edgeft_lab.traffic import TcpStream, UdpStream, host_address  # noqa: E402
+from redeploy_under_load import run_reported  # noqa: E402  (this folder)
 
 # Two racks of one host; planes L2 (one segment each) or routed (leaf-spine routing only the
 # plane's own prefixes, where edgeft steers by translating to failover addresses).
@@ -502,18 +501,11 @@ def _interrupt(signum, frame):
 def main(argv=None):
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        report = run_benchmark(faults=args.faults, family=args.family, pps=args.pps, lead=args.lead,
-                               fault_seconds=args.fault_seconds, tail=args.tail, quiet=args.quiet,
-                               topology=args.topology, modes=args.modes, log=lambda line: print('[failover_matrix] %s' % line, file=sys.stderr))
-    except (BenchmarkError, LabError, OSError, subprocess.CalledProcessError) as e:
-        print('failover_matrix: error: %s' % e, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print('failover_matrix: interrupted (the lab was torn down)', file=sys.stderr)
-        return 130
-    print(json.dumps(report, indent=1, sort_keys=True) if args.json else format_table(report))
-    return 0
+    status, _report = run_reported('failover_matrix', lambda log: run_benchmark(
+        faults=args.faults, family=args.family, pps=args.pps, lead=args.lead, fault_seconds=args.fault_seconds,
+        tail=args.tail, quiet=args.quiet, topology=args.topology, modes=args.modes, log=log),
+        args.json, format_table, errors=(BenchmarkError,))
+    return status
 
 
 if __name__ == '__main__':

@@ -46,6 +46,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.agent.agent import
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import Config  # noqa: E402
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.steer import Steering  # noqa: E402
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout, probe  # noqa: E402
+from metrics_scale import InMemoryMaps  # noqa: E402  (this folder)
 
 MS = 1000000
 CLONE_NEWNET = 0x40000000
@@ -64,8 +65,8 @@ def ip(*args):
     subprocess.run(("ip",) + args, check=True)
 
 
-class PeerTable:
-    """What the agent reads of the pinned maps, from dicts: `peers` peers on two planes, the first
+class PeerTable(InMemoryMaps):
+    """What the agent reads of the pinned maps, from dicts (the counters as metrics_scale.py's): `peers` peers on two planes, the first
     `active` of them with traffic (a fresh tx stamp at every activity scan)."""
 
     def __init__(self, peers, active):
@@ -87,14 +88,6 @@ class PeerTable:
     def last_traffic(self, peer_ids):
         now = time.monotonic_ns()
         return {pid: now if pid < self.active else 0 for pid in peer_ids}
-
-    @staticmethod
-    def plane_counters(_plane):
-        return {name: 1000 for name, _type in layout.Counters._fields_}
-
-    @staticmethod
-    def xlat_counters_of(_plane):
-        return {name: 0 for name, _type in layout.XlatCounters._fields_}
 
 
 class InMemorySteering(Steering):

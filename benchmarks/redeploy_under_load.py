@@ -200,6 +200,22 @@ def lab_down(lab):
     lab.down()
 
 
+def run_reported(name, run, as_json, table, errors=()):
+    """Run a benchmark, `run(log)`, and print its report (JSON or `table(report)`): (exit status,
+    report or None). Its errors (`errors`, the lab's, OS and subprocess failures) and an interrupt
+    are printed, not raised: 1 and 130."""
+    try:
+        report = run(lambda line: print('[%s] %s' % (name, line), file=sys.stderr))
+    except (BenchmarkError, LabError, OSError, subprocess.CalledProcessError, *errors) as e:
+        print('%s: error: %s' % (name, e), file=sys.stderr)
+        return 1, None
+    except KeyboardInterrupt:
+        print('%s: interrupted (the lab was torn down)' % name, file=sys.stderr)
+        return 130, None
+    print(json.dumps(report, indent=1, sort_keys=True) if as_json else table(report))
+    return 0, report
+
+
 def format_table(report):
     """The report as a human-readable table."""
     red = report['redeploy']
@@ -251,17 +267,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not 1 <= args.pps <= 20_000:
         parser.error('--pps must be 1..20000')
-    try:
-        report = run_benchmark(pps=args.pps, family=args.family, lead=args.lead, tail=args.tail,
-                               baseline=args.baseline, defines=args.defines,
-                               log=lambda line: print('[redeploy_under_load] %s' % line, file=sys.stderr))
-    except (BenchmarkError, LabError, OSError, subprocess.CalledProcessError) as e:
-        print('redeploy_under_load: error: %s' % e, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print('redeploy_under_load: interrupted (the lab was torn down)', file=sys.stderr)
-        return 130
-    print(json.dumps(report, indent=1, sort_keys=True) if args.json else format_table(report))
+    status, report = run_reported('redeploy_under_load', lambda log: run_benchmark(
+        pps=args.pps, family=args.family, lead=args.lead, tail=args.tail, baseline=args.baseline, defines=args.defines,
+        log=log), args.json, format_table)
+    if status:
+        return status
     if not report['redeploy']['all_replaced']:
         print('redeploy_under_load: error: the redeploy did not replace every program (see "programs"): '
               'these figures do not measure a redeploy', file=sys.stderr)
