@@ -38,3 +38,13 @@ def finish(module, run, diff_headers=None):
             diff = dict(before=diff['before'], after=diff['after'], before_header=diff_headers[0], after_header=diff_headers[1])
         result['diff'] = diff
     module.exit_json(**result)
+
+
+def run_module(module_class, argument_spec, core, pyroute2=True, diff_headers=None):
+    """A module's whole main(): its options checked by Ansible (`module_class` is the module's own
+    AnsibleModule import), check mode supported, pyroute2 required unless `pyroute2` is false, then
+    `core(params, check_mode)` run and reported by finish()."""
+    module = module_class(argument_spec=argument_spec, supports_check_mode=True)
+    if pyroute2:
+        require_pyroute2(module)
+    finish(module, lambda: core(module.params, module.check_mode), diff_headers)

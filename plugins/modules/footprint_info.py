@@ -104,20 +104,16 @@ peer_drains:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.edgeft.failover.plugins.module_utils import module_options
-from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import run_module
 from ansible_collections.edgeft.failover.plugins.module_utils.uninstall.footprint import footprint
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state_dir=module_options.state_dir(),
-            pin_root=dict(type='path', default='/sys/fs/bpf/edgeft'),
-            datapath_config=dict(type='path'),
-        ),
-        supports_check_mode=True,
-    )
-    finish(module, lambda: footprint(module.params, module.check_mode))
+    run_module(AnsibleModule, dict(
+        state_dir=module_options.state_dir(),
+        pin_root=dict(type='path', default='/sys/fs/bpf/edgeft'),
+        datapath_config=dict(type='path'),
+    ), footprint, pyroute2=False)
 
 
 if __name__ == '__main__':

@@ -70,20 +70,15 @@ links_changed:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.edgeft.failover.plugins.module_utils import module_options
-from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import run_module
 from ansible_collections.edgeft.failover.plugins.module_utils.uninstall.addresses import release
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            keep_addresses=dict(type='list', elements='str', default=[]),
-            state_dir=module_options.state_dir(),
-        ),
-        supports_check_mode=True,
-    )
-    require_pyroute2(module)
-    finish(module, lambda: release(module.params, module.check_mode))
+    run_module(AnsibleModule, dict(
+        keep_addresses=dict(type='list', elements='str', default=[]),
+        state_dir=module_options.state_dir(),
+    ), release)
 
 
 if __name__ == '__main__':

@@ -93,24 +93,20 @@ directories:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import run_module
 from ansible_collections.edgeft.failover.plugins.module_utils.persist import write
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type='path', default='/'),
-            prefix=dict(type='str', required=True),
-            files=dict(type='list', elements='dict', required=True, options=dict(
-                path=dict(type='str', required=True),
-                content=dict(type='str', required=True),
-                mode=dict(type='str', choices=['0644', '0600'], default='0644'),
-            )),
-        ),
-        supports_check_mode=True,
-    )
-    finish(module, lambda: write.run(module.params, module.check_mode))
+    run_module(AnsibleModule, dict(
+        root=dict(type='path', default='/'),
+        prefix=dict(type='str', required=True),
+        files=dict(type='list', elements='dict', required=True, options=dict(
+            path=dict(type='str', required=True),
+            content=dict(type='str', required=True),
+            mode=dict(type='str', choices=['0644', '0600'], default='0644'),
+        )),
+    ), write.run, pyroute2=False)
 
 
 if __name__ == '__main__':

@@ -92,22 +92,17 @@ kept:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.edgeft.failover.plugins.module_utils import constants, module_options
-from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish, require_pyroute2
+from ansible_collections.edgeft.failover.plugins.module_utils.module_result import run_module
 from ansible_collections.edgeft.failover.plugins.module_utils.uninstall.steering import steering_cleanup
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            table=dict(type='int', default=constants.BACKUP_TABLE),
-            priority=dict(type='int', default=constants.BACKUP_RULE_PRIORITY),
-            pin_root=dict(type='path'),
-            state_dir=module_options.state_dir(),
-        ),
-        supports_check_mode=True,
-    )
-    require_pyroute2(module)
-    finish(module, lambda: steering_cleanup(module.params, module.check_mode))
+    run_module(AnsibleModule, dict(
+        table=dict(type='int', default=constants.BACKUP_TABLE),
+        priority=dict(type='int', default=constants.BACKUP_RULE_PRIORITY),
+        pin_root=dict(type='path'),
+        state_dir=module_options.state_dir(),
+    ), steering_cleanup)
 
 
 if __name__ == '__main__':
