@@ -20,7 +20,7 @@ class ModuleDocFragment(object):
 options:
   planes:
     description:
-      - This host's planes in plane order, to name them (in O(plane) and in the report); the names
+      - This host's planes in plane order, to name them (in the options and the report); the names
         and interfaces given to M(edgeft.failover.peer_table).
       - When omitted, the plane names M(edgeft.failover.peer_table) recorded for O(pin_root) are used.
     type: list

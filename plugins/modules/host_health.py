@@ -13,7 +13,8 @@ description:
   - Reports whether this host's edgeft works, one line per problem found, so that a rolling
     deployment can stop before its next batch and name the host and why
     (C(playbooks/site.yml) runs it after each batch).
-  - Healthy means every plane of O(planes) is configured in the pinned maps under
+  - Healthy means every plane of O(planes) (or, without it, every plane
+    M(edgeft.failover.peer_table) recorded) is configured in the pinned maps under
     O(pin_root), up and not drained; the peer table holds exactly O(peers); every peer of
     O(must_answer) answers check probes on every plane (see M(edgeft.failover.plane_check));
     and, with O(agent_endpoint), the failover agent answers there and judges every plane
@@ -25,21 +26,6 @@ description:
 author:
   - edgeft maintainers (@edgeft)
 options:
-  planes:
-    description:
-      - This host's planes in plane order, by name and NIC (the inventory's C(edgeft_planes)).
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      name:
-        description: Plane name, for example V(a).
-        type: str
-        required: true
-      interface:
-        description: The NIC of this host that carries the plane.
-        type: str
-        required: true
   peers:
     description:
       - Inventory names of every peer the peer table must hold, exactly
@@ -76,6 +62,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - edgeft.failover.attributes.info_module
   - edgeft.failover.pin_root
+  - edgeft.failover.planes.names_only
   - edgeft.failover.state_dir
 seealso:
   - module: edgeft.failover.plane_check
@@ -151,7 +138,7 @@ def main():
         argument_spec=dict(
             pin_root=module_options.pin_root(),
             state_dir=module_options.state_dir(),
-            planes=module_options.planes(required=True),
+            planes=module_options.planes(),
             peers=dict(type='list', elements='str', required=True),
             must_answer=dict(type='list', elements='str'),
             agent_endpoint=dict(type='str'),

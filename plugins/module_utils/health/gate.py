@@ -28,9 +28,13 @@ MAX_SHOWN = 5  # names listed per problem; a fabric-wide fault names the count, 
 
 def options(params) -> dict:
     """The module's options checked and normalised; OptionError names the one at fault."""
-    planes = normalize_planes(params["planes"], option="planes")
+    declared = params.get("planes")
+    if not declared:  # as plane_check names the planes: the declaration, else what peer_table recorded
+        declared = PeerTableRecord(params["state_dir"], params["pin_root"]).planes
+    planes = normalize_planes(declared, option="planes")
     if not planes:
-        raise OptionError("planes: give this host's planes (edgeft_planes); a host without planes has no data path to judge")
+        raise OptionError("planes: give this host's planes (edgeft_planes); none are declared, and peer_table recorded "
+                          "none under %s" % params["pin_root"])
     peers = list(params["peers"])
     must_answer = peers if params.get("must_answer") is None else list(params["must_answer"])
     unknown = sorted(set(must_answer) - set(peers))
