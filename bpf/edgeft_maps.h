@@ -19,6 +19,8 @@
 #ifndef EDGEFT_MAPS_H
 #define EDGEFT_MAPS_H
 
+#include "edgeft_compat.h"
+
 #define EDGEFT_LAYOUT_VERSION 1
 
 /* Planes: struct arrays are sized for 4; a build uses the first MAX_PLANES. */
@@ -193,37 +195,29 @@ struct edgeft_probe {
 };
 
 /*
- * Map declarations (only when compiled by bcc: Python includes nothing).
- * With EDGEFT_PIN_DIR (a string literal: argv -DEDGEFT_PIN_DIR="/sys/fs/bpf/edgeft")
- * bcc opens <dir>/<name> if pinned, else creates and pins it, so agents and
- * reloads share one set of maps per host.
+ * Map declarations (only where a toolchain is set up: Python includes
+ * nothing). EDGEFT_MAP comes from edgeft_compat.h: a bcc table, or a
+ * BTF-defined map for the object build.
  */
-#ifdef BPF_TABLE
-#ifdef EDGEFT_PIN_DIR
-#define EDGEFT_MAP(type, key, val, name, max) \
-	BPF_TABLE_PINNED(type, key, val, name, max, EDGEFT_PIN_DIR "/" #name)
-#else
-#define EDGEFT_MAP(type, key, val, name, max) BPF_TABLE(type, key, val, name, max)
-#endif
-
-EDGEFT_MAP("hash", struct edgeft_addr, struct edgeft_peer_ref, edgeft_peers_v1,
+#ifdef EDGEFT_MAP
+EDGEFT_MAP(HASH, struct edgeft_addr, struct edgeft_peer_ref, edgeft_peers_v1,
 	   EDGEFT_MAX_ADDRS);
-EDGEFT_MAP("hash", __u32, struct edgeft_peer_state, edgeft_state_v1,
+EDGEFT_MAP(HASH, __u32, struct edgeft_peer_state, edgeft_state_v1,
 	   EDGEFT_MAX_PEERS);
-EDGEFT_MAP("array", __u32, __u64, edgeft_seen_v1,
+EDGEFT_MAP(ARRAY, __u32, __u64, edgeft_seen_v1,
 	   EDGEFT_MAX_PEERS * EDGEFT_PLANE_SLOTS);
-EDGEFT_MAP("array", __u32, __u64, edgeft_sent_v1,
+EDGEFT_MAP(ARRAY, __u32, __u64, edgeft_sent_v1,
 	   EDGEFT_MAX_PEERS * EDGEFT_PLANE_SLOTS);
-EDGEFT_MAP("array", __u32, struct edgeft_plane, edgeft_plane_v1,
+EDGEFT_MAP(ARRAY, __u32, struct edgeft_plane, edgeft_plane_v1,
 	   EDGEFT_PLANE_SLOTS);
-EDGEFT_MAP("percpu_array", __u32, struct edgeft_counters, edgeft_ctrs_v1,
+EDGEFT_MAP(PERCPU_ARRAY, __u32, struct edgeft_counters, edgeft_ctrs_v1,
 	   EDGEFT_PLANE_SLOTS);
-EDGEFT_MAP("hash", struct edgeft_fo_key, struct edgeft_addr, edgeft_fo_v1,
+EDGEFT_MAP(HASH, struct edgeft_fo_key, struct edgeft_addr, edgeft_fo_v1,
 	   EDGEFT_MAX_ADDRS);
-EDGEFT_MAP("hash", struct edgeft_addr, struct edgeft_xlat, edgeft_xlat_v1,
+EDGEFT_MAP(HASH, struct edgeft_addr, struct edgeft_xlat, edgeft_xlat_v1,
 	   EDGEFT_MAX_ADDRS);
-EDGEFT_MAP("percpu_array", __u32, struct edgeft_xlat_counters, edgeft_xctr_v1,
+EDGEFT_MAP(PERCPU_ARRAY, __u32, struct edgeft_xlat_counters, edgeft_xctr_v1,
 	   EDGEFT_PLANE_SLOTS);
-#endif /* BPF_TABLE */
+#endif /* EDGEFT_MAP */
 
 #endif /* EDGEFT_MAPS_H */

@@ -8,9 +8,6 @@
 #ifndef EDGEFT_PARSE_H
 #define EDGEFT_PARSE_H
 
-#include <uapi/linux/bpf.h>
-#include <uapi/linux/if_ether.h>
-
 #include "edgeft_maps.h"
 
 #define EDGEFT_IPPROTO_ICMP 1

@@ -20,12 +20,54 @@
  * checks, which ingress turns into replies and sends back, and translated
  * packets (docs/datapath.md, docs/agent.md).
  */
-#include <uapi/linux/bpf.h>
-#include <uapi/linux/pkt_cls.h>
-#include <uapi/linux/if_ether.h>
-
 #include "edgeft_maps.h"
 #include "edgeft_parse.h"
+
+#ifndef BPF_TABLE
+/* bpf_redirect_neigh and the tc helpers are GPL-only. */
+char _license[] SEC("license") = "GPL";
+#endif
+
+#ifdef BPF_TABLE
+/* EDGEFT_LOOKUP under bcc (edgeft_compat.h): bcc rewrites map.lookup() only
+ * in the main file, outside macros. */
+static __always_inline struct edgeft_peer_ref *edgeft_peers_v1_find(struct edgeft_addr *key)
+{
+	return edgeft_peers_v1.lookup(key);
+}
+static __always_inline struct edgeft_peer_state *edgeft_state_v1_find(__u32 *key)
+{
+	return edgeft_state_v1.lookup(key);
+}
+static __always_inline __u64 *edgeft_seen_v1_find(__u32 *key)
+{
+	return edgeft_seen_v1.lookup(key);
+}
+static __always_inline __u64 *edgeft_sent_v1_find(__u32 *key)
+{
+	return edgeft_sent_v1.lookup(key);
+}
+static __always_inline struct edgeft_plane *edgeft_plane_v1_find(__u32 *key)
+{
+	return edgeft_plane_v1.lookup(key);
+}
+static __always_inline struct edgeft_counters *edgeft_ctrs_v1_find(__u32 *key)
+{
+	return edgeft_ctrs_v1.lookup(key);
+}
+static __always_inline struct edgeft_addr *edgeft_fo_v1_find(struct edgeft_fo_key *key)
+{
+	return edgeft_fo_v1.lookup(key);
+}
+static __always_inline struct edgeft_xlat *edgeft_xlat_v1_find(struct edgeft_addr *key)
+{
+	return edgeft_xlat_v1.lookup(key);
+}
+static __always_inline struct edgeft_xlat_counters *edgeft_xctr_v1_find(__u32 *key)
+{
+	return edgeft_xctr_v1.lookup(key);
+}
+#endif /* BPF_TABLE */
 
 #ifndef EDGEFT_PLANE
 #error "define EDGEFT_PLANE, the plane index of the NIC this build attaches to"
@@ -163,10 +205,10 @@ static __always_inline int edgeft_reflect(struct __sk_buff *skb, __u32 family, _
 	return bpf_redirect(skb->ifindex, 0);
 }
 
-/* For edgeft_xlat.h, which cannot use bcc's map syntax itself. */
+/* For edgeft_xlat.h, which needs the xlat map before this file defines its users. */
 static __always_inline struct edgeft_xlat *edgeft_xlat_find(struct edgeft_addr *failover)
 {
-	return edgeft_xlat_v1.lookup(failover);
+	return EDGEFT_LOOKUP(edgeft_xlat_v1, failover);
 }
 
 #include "edgeft_xlat.h"
@@ -209,12 +251,12 @@ static __always_inline int edgeft_failover_pair(const struct edgeft_pkt *p, __u3
 
 	key.native = p->src;
 	key.plane = t;
-	struct edgeft_addr *src = edgeft_fo_v1.lookup(&key);
+	struct edgeft_addr *src = EDGEFT_LOOKUP(edgeft_fo_v1, &key);
 	if (!src)
 		return 0;
 	job->to[0] = *src;
 	key.native = p->dst;
-	struct edgeft_addr *dst = edgeft_fo_v1.lookup(&key);
+	struct edgeft_addr *dst = EDGEFT_LOOKUP(edgeft_fo_v1, &key);
 	if (!dst)
 		return 0;
 	job->to[1] = *dst;
@@ -224,18 +266,18 @@ static __always_inline int edgeft_failover_pair(const struct edgeft_pkt *p, __u3
 	return 1;
 }
 
-int edgeft_egress(struct __sk_buff *skb)
+EDGEFT_PROG int edgeft_egress(struct __sk_buff *skb)
 {
 	struct edgeft_pkt p = {};
 
 	if (edgeft_parse(skb, &p) < 0 || p.nd)
 		return TC_ACT_UNSPEC;
 
-	struct edgeft_peer_ref *ref = edgeft_peers_v1.lookup(&p.dst);
+	struct edgeft_peer_ref *ref = EDGEFT_LOOKUP(edgeft_peers_v1, &p.dst);
 	if (!ref)
 		return TC_ACT_UNSPEC;
 	__u32 id = ref->peer_id;
-	struct edgeft_peer_state *st = edgeft_state_v1.lookup(&id);
+	struct edgeft_peer_state *st = EDGEFT_LOOKUP(edgeft_state_v1, &id);
 	if (!st)
 		return TC_ACT_UNSPEC;
 
@@ -247,15 +289,15 @@ int edgeft_egress(struct __sk_buff *skb)
 	if (id < EDGEFT_MAX_PEERS) {
 		__u64 now = bpf_ktime_get_ns();
 		__u32 slot = id * EDGEFT_PLANE_SLOTS + EDGEFT_PLANE;
-		__u64 *sent = edgeft_sent_v1.lookup(&slot);
+		__u64 *sent = EDGEFT_LOOKUP(edgeft_sent_v1, &slot);
 
 		if (sent && now - *sent >= EDGEFT_SEEN_RES_NS)
 			*sent = now;
 	}
 
 	__u32 me = EDGEFT_PLANE;
-	struct edgeft_counters *c = edgeft_ctrs_v1.lookup(&me);
-	struct edgeft_plane *here = edgeft_plane_v1.lookup(&me);
+	struct edgeft_counters *c = EDGEFT_LOOKUP(edgeft_ctrs_v1, &me);
+	struct edgeft_plane *here = EDGEFT_LOOKUP(edgeft_plane_v1, &me);
 
 	struct edgeft_xlat_job job = {};
 
@@ -267,7 +309,7 @@ int edgeft_egress(struct __sk_buff *skb)
 		 * its NIC is gone, when no tc hook of its own can see the packet). */
 		if (here && (here->flags & EDGEFT_PLANE_ROUTED) && ref->plane != EDGEFT_PLANE &&
 		    ref->plane < EDGEFT_MAX_PLANES) {
-			struct edgeft_xlat_counters *x = edgeft_xctr_v1.lookup(&me);
+			struct edgeft_xlat_counters *x = EDGEFT_LOOKUP(edgeft_xctr_v1, &me);
 
 			if (!edgeft_failover_pair(&p, EDGEFT_PLANE, &job)) {
 				if (x)
@@ -298,14 +340,14 @@ int edgeft_egress(struct __sk_buff *skb)
 			continue;
 		if (st->down_mask & (1 << t))
 			continue;
-		struct edgeft_plane *cfg = edgeft_plane_v1.lookup(&t);
+		struct edgeft_plane *cfg = EDGEFT_LOOKUP(edgeft_plane_v1, &t);
 		if (!edgeft_plane_ok(cfg))
 			continue;
 		if (cfg->flags & EDGEFT_PLANE_ROUTED) {
 			/* t routes only its own prefixes: the peer is reached at its
 			 * failover address there, from ours, next hop by the FIB. */
 			if (!edgeft_failover_pair(&p, t, &job)) {
-				struct edgeft_xlat_counters *x = edgeft_xctr_v1.lookup(&me);
+				struct edgeft_xlat_counters *x = EDGEFT_LOOKUP(edgeft_xctr_v1, &me);
 
 				if (x)
 					x->untranslatable++;
@@ -330,13 +372,13 @@ int edgeft_egress(struct __sk_buff *skb)
 		c->steered_packets++;
 		c->steered_bytes += skb->len;
 	}
-	struct edgeft_counters *in = edgeft_ctrs_v1.lookup(&target);
+	struct edgeft_counters *in = EDGEFT_LOOKUP(edgeft_ctrs_v1, &target);
 	if (in) {
 		in->steered_in_packets++;
 		in->steered_in_bytes += skb->len;
 	}
 	if (routed) {
-		struct edgeft_xlat_counters *x = edgeft_xctr_v1.lookup(&target);
+		struct edgeft_xlat_counters *x = EDGEFT_LOOKUP(edgeft_xctr_v1, &target);
 
 		if (x)
 			x->translated_out++;
@@ -357,9 +399,9 @@ int edgeft_egress(struct __sk_buff *skb)
 static __always_inline int edgeft_translate_in(struct __sk_buff *skb, struct edgeft_pkt *p, struct edgeft_addr *native)
 {
 	struct edgeft_xlat_job job = {};
-	struct edgeft_xlat *peer = edgeft_xlat_v1.lookup(&p->src);
+	struct edgeft_xlat *peer = EDGEFT_LOOKUP(edgeft_xlat_v1, &p->src);
 	__u32 me = EDGEFT_PLANE;
-	struct edgeft_xlat_counters *x = edgeft_xctr_v1.lookup(&me);
+	struct edgeft_xlat_counters *x = EDGEFT_LOOKUP(edgeft_xctr_v1, &me);
 
 	job.from[0] = p->src;
 	job.from[1] = p->dst;
@@ -397,14 +439,14 @@ static __always_inline int edgeft_claim_change(struct edgeft_peer_state *st, __u
 	return __sync_val_compare_and_swap(&st->changed_ns, since, now) == since;
 }
 
-int edgeft_ingress(struct __sk_buff *skb)
+EDGEFT_PROG int edgeft_ingress(struct __sk_buff *skb)
 {
 	struct edgeft_pkt p = {};
 
 	if (edgeft_parse(skb, &p) < 0)
 		return TC_ACT_UNSPEC;
 
-	struct edgeft_xlat *mine = edgeft_xlat_v1.lookup(&p.dst);
+	struct edgeft_xlat *mine = EDGEFT_LOOKUP(edgeft_xlat_v1, &p.dst);
 	if (mine && (mine->flags & EDGEFT_XLAT_LOCAL)) {
 		struct edgeft_addr native = mine->native;
 		int r = edgeft_translate_in(skb, &p, &native);
@@ -415,14 +457,14 @@ int edgeft_ingress(struct __sk_buff *skb)
 			return TC_ACT_UNSPEC;
 	}
 
-	struct edgeft_peer_ref *ref = edgeft_peers_v1.lookup(&p.src);
+	struct edgeft_peer_ref *ref = EDGEFT_LOOKUP(edgeft_peers_v1, &p.src);
 	if (!ref)
 		return TC_ACT_UNSPEC;
 	__u32 id = ref->peer_id;
 	__u32 native = ref->plane;
 	if (id >= EDGEFT_MAX_PEERS)
 		return TC_ACT_UNSPEC;
-	struct edgeft_peer_state *st = edgeft_state_v1.lookup(&id);
+	struct edgeft_peer_state *st = EDGEFT_LOOKUP(edgeft_state_v1, &id);
 	if (!st)
 		return TC_ACT_UNSPEC;
 
@@ -437,7 +479,7 @@ int edgeft_ingress(struct __sk_buff *skb)
 	if (kind == EDGEFT_PROBE_REQUEST && skb->pkt_type == EDGEFT_PACKET_HOST) {
 		/* A drained plane looks dead to the peers' probes, so their agents
 		 * keep off it by their own judgement too (not only by learning). */
-		struct edgeft_plane *self = edgeft_plane_v1.lookup(&me);
+		struct edgeft_plane *self = EDGEFT_LOOKUP(edgeft_plane_v1, &me);
 
 		if (self && (self->flags & EDGEFT_PLANE_DRAINED))
 			return TC_ACT_UNSPEC;
@@ -458,11 +500,11 @@ int edgeft_ingress(struct __sk_buff *skb)
 
 	__u64 now = bpf_ktime_get_ns();
 	__u32 slot = id * EDGEFT_PLANE_SLOTS + EDGEFT_PLANE;
-	__u64 *seen = edgeft_seen_v1.lookup(&slot);
+	__u64 *seen = EDGEFT_LOOKUP(edgeft_seen_v1, &slot);
 	if (seen && now - *seen >= EDGEFT_SEEN_RES_NS)
 		*seen = now;
 
-	struct edgeft_counters *c = edgeft_ctrs_v1.lookup(&me);
+	struct edgeft_counters *c = EDGEFT_LOOKUP(edgeft_ctrs_v1, &me);
 	if (c) {
 		c->rx_packets++;
 		c->rx_bytes += skb->len;
@@ -499,10 +541,10 @@ int edgeft_ingress(struct __sk_buff *skb)
 	 * Not when X is drained or down here: we already keep off X, and the peer
 	 * is only echoing that; learning it would keep us off X after we undrain.
 	 */
-	struct edgeft_plane *here = edgeft_plane_v1.lookup(&me);
+	struct edgeft_plane *here = EDGEFT_LOOKUP(edgeft_plane_v1, &me);
 	if (!edgeft_plane_ok(here))
 		return TC_ACT_UNSPEC;
-	struct edgeft_plane *left = edgeft_plane_v1.lookup(&native);
+	struct edgeft_plane *left = EDGEFT_LOOKUP(edgeft_plane_v1, &native);
 	if (edgeft_plane_bad(left))
 		return TC_ACT_UNSPEC;
 

@@ -20,7 +20,15 @@ class HeadersMissingError(DatapathError):
 
 
 class CompileError(DatapathError):
-    """bcc failed to compile or the verifier rejected a program."""
+    """bcc or clang failed to compile, or the verifier rejected a program."""
+
+
+class LibbpfMissingError(DatapathError):
+    """No usable libbpf 1.x on this host (the object loader's one dependency)."""
+
+
+class ObjectError(DatapathError):
+    """A BPF object could not be opened, does not fit the layout, or did not load; the text names the file."""
 
 
 class LayoutMismatchError(DatapathError):

@@ -1,5 +1,6 @@
-"""Fixtures: a private bpffs, the programs of two planes compiled once over one
-set of pinned maps, and those maps reset to a known two-plane host per test."""
+"""Fixtures: a private bpffs, the programs of two planes loaded once per loader
+(the object built with clang and loaded by libbpf, then bcc) over one set of
+pinned maps, and those maps reset to a known two-plane host per test."""
 
 from __future__ import annotations
 
@@ -59,14 +60,15 @@ def bpffs(tmp_path_factory):
 class Host:
     """Both planes' programs of one host, sharing pinned maps."""
 
-    def __init__(self, pin_dir: str) -> None:
+    def __init__(self, pin_dir: str, loader: str) -> None:
         from ansible_collections.edgeft.failover.plugins.module_utils.datapath.build import compile_plane
 
         self.pin_dir = pin_dir
+        self.loader = loader
         self.planes = []
         try:
             for plane in (0, 1):
-                self.planes.append(compile_plane(plane, pin_dir=pin_dir, tunables=TUNABLES))
+                self.planes.append(compile_plane(plane, pin_dir=pin_dir, tunables=TUNABLES, loader=loader))
         except Exception:
             self.close()
             raise
@@ -80,10 +82,10 @@ class Host:
             p.close()
 
 
-@pytest.fixture(scope="session")
-def host(bpffs):
-    """Compiled once for the whole suite (bcc takes ~1 s per plane)."""
-    h = Host(os.path.join(bpffs, "host-a"))
+@pytest.fixture(scope="session", params=["object", "bcc"])
+def host(bpffs, request):
+    """Loaded once per loader for the whole suite: every data path test runs on both."""
+    h = Host(os.path.join(bpffs, "host-" + request.param), request.param)
     try:
         yield h
     finally:

@@ -37,7 +37,7 @@ def test_the_two_planes_are_different_programs(host):
 def test_missing_bcc_says_which_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "bcc", None)
     with pytest.raises(BccMissingError, match="python3-bpfcc"):
-        build.compile_plane(0)
+        build.compile_plane(0, loader="bcc")
 
 
 def test_missing_headers_say_which_package(monkeypatch):
@@ -45,7 +45,7 @@ def test_missing_headers_say_which_package(monkeypatch):
     real = os.path.isdir
     monkeypatch.setattr(os.path, "isdir", lambda p: False if "/lib/modules/" in p else real(p))
     with pytest.raises(HeadersMissingError, match="linux-headers-%s" % os.uname().release):
-        build.compile_plane(0)
+        build.compile_plane(0, loader="bcc")
 
 
 def test_bad_plane_and_tunables_are_refused_early():

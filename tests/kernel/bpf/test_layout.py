@@ -31,9 +31,19 @@ def test_every_map_the_header_declares_is_mirrored():
     assert sorted(declared) == sorted(layout.MAPS_BY_NAME)
 
 
+@pytest.fixture(scope="module")
+def bcc_plane():
+    """bcc's view of the header's types (the object build checks the same through the asserts below)."""
+    plane = compile_plane(0, tunables={"EDGEFT_MAX_PEERS": 8}, loader="bcc")
+    try:
+        yield plane
+    finally:
+        plane.close()
+
+
 @pytest.mark.parametrize("spec", layout.MAPS, ids=lambda s: s.name)
-def test_mirror_matches_bcc_types_field_by_field(host, spec):
-    table = host.planes[0].bpf[spec.name.encode()]
+def test_mirror_matches_bcc_types_field_by_field(bcc_plane, spec):
+    table = bcc_plane.bpf[spec.name.encode()]
     leaf = table.sLeaf if spec.map_type == layout.MAP_PERCPU_ARRAY else table.Leaf
     assert layout_check.describe(table.Key) == layout_check.describe(spec.key)
     assert layout_check.describe(leaf) == layout_check.describe(spec.value)
@@ -41,7 +51,7 @@ def test_mirror_matches_bcc_types_field_by_field(host, spec):
 
 @pytest.mark.parametrize("spec", layout.MAPS, ids=lambda s: s.name)
 def test_loaded_maps_have_the_mirrored_kernel_shape(host, spec):
-    info = bpfsys.map_info(host.planes[0].bpf[spec.name.encode()].map_fd)
+    info = bpfsys.map_info(host.planes[0].map_fd(spec.name))
     assert info.type == spec.map_type
     assert (info.key_size, info.value_size) == (ctypes.sizeof(spec.key), ctypes.sizeof(spec.value))
     assert info.max_entries == spec.max_entries(host.planes[0].tunables)
@@ -59,13 +69,14 @@ class _SwappedPlane(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint32), ("ifindex", ctypes.c_uint32)]
 
 
-def test_a_drifted_mirror_stops_the_compile(monkeypatch):
-    """The generated _Static_asserts catch a wrong constant and a wrong offset."""
+@pytest.mark.parametrize("loader", ["object", "bcc"])
+def test_a_drifted_mirror_stops_the_compile(monkeypatch, loader):
+    """The generated _Static_asserts catch a wrong constant and a wrong offset, in either build."""
     monkeypatch.setitem(layout.CONSTANTS, "EDGEFT_PLANE_DRAINED", 0x4)
     structs = tuple(_SwappedPlane if s is layout.Plane else s for s in layout.STRUCTS)
     monkeypatch.setattr(layout, "STRUCTS", structs)
     with pytest.raises(CompileError) as e:
-        compile_plane(0)
+        compile_plane(0, loader=loader)
     assert "EDGEFT_PLANE_DRAINED" in str(e.value)
     assert "struct edgeft_plane.ifindex offset" in str(e.value)
 

@@ -53,7 +53,7 @@ def test_another_process_view_steers_the_loaded_programs(dp):
 
 def test_reload_reuses_the_pinned_maps_and_their_state(dp):
     dp.maps.set_peer(P.PEER_ID, v4=P.PEER[4])
-    with compile_plane(0, pin_dir=dp.pin_dir, tunables=dp.planes[0].tunables) as again:
+    with compile_plane(0, pin_dir=dp.pin_dir, tunables=dp.planes[0].tunables, loader=dp.loader) as again:
         assert _map_ids(again.maps) == _map_ids(dp.maps)
         assert again.maps.get_peer(P.PEER_ID)["v4"][0] == P.PEER[4][0]
         # same source, same tag: an attach module can tell "already attached"
