@@ -7,20 +7,29 @@ from __future__ import annotations
 DOCUMENTATION = r'''
 ---
 module: ebpf_program
-short_description: Compile eBPF tc programs with bcc and attach them to interfaces
+short_description: Load eBPF tc programs (prebuilt objects or bcc) and attach them to interfaces
 version_added: 0.1.0
 description:
-  - Compiles a C source with bcc on the target and attaches its functions as
-    direct-action C(bpf) filters on the C(clsact) qdisc of interfaces (tc
-    ingress or egress), through netlink (pyroute2).
+  - Loads prebuilt BPF objects with the system's libbpf (O(object),
+    O(attach[].object)), or compiles a C source with bcc on the target
+    (O(src)), and attaches their functions as direct-action C(bpf) filters on
+    the C(clsact) qdisc of interfaces (tc ingress or egress), through netlink
+    (pyroute2).
+  - Objects need no compiler and no kernel headers on the target; build them
+    once for a fleet with M(edgeft.failover.bpf_object) on the controller.
   - Maps declared pinned by the source are pinned under O(pin_root), so every
     program of the host, later reloads and the edgeft agent share one set of
     maps.
-  - Idempotent without recompiling. Each filter is named
-    C(edgeft:<function>:<digest>), where the digest covers the source and the
-    headers it includes from its own directory and O(include_dirs), the
-    defines, the function, O(pin_root) and the bcc version. A run reads the
-    names back from the kernel and compiles only where they differ.
+  - Idempotent without reloading. Each filter is named
+    C(edgeft:<function>:<digest>). For an object the digest covers its bytes
+    and the function; for bcc the source and the headers it includes from its
+    own directory and O(include_dirs), the defines, the function, O(pin_root)
+    and the bcc version. A run reads the names back from the kernel and loads
+    only where they differ.
+  - Objects are checked before anything changes. An unreadable, truncated or
+    corrupt file, an object whose maps are not the edgeft layout version this
+    collection knows, or whose map sizes differ from the maps already pinned,
+    is refused by name, and the programs attached before stay.
   - A changed program replaces the old one in place (same parent, priority
     and handle, tc C(replace)), so no packet is lost, and the pinned maps
     keep their state. All programs are compiled and loaded before the first
@@ -40,10 +49,18 @@ options:
       - Path on the target of the C source, for example the collection's
         C(bpf/failover_tc.c) copied by a role to C(/usr/local/lib/edgeft/bpf/).
       - Its directory is on the include path.
-      - Required when O(state=present).
+      - With O(state=present), either O(src) or objects (O(object) or
+        O(attach[].object)) are required, not both.
       - When the source includes C(edgeft_maps.h) (the edgeft data path), the
         map layout asserts of the edgeft data path are appended to it and
         existing pins under O(pin_root) are checked against that layout first.
+    type: path
+  object:
+    description:
+      - Path on the target of a prebuilt BPF object (ELF with BTF), loaded with
+        libbpf, for every attach point without an O(attach[].object).
+      - Its maps are pinned under O(pin_root) by name; a compatible map
+        already pinned there is reused with its contents.
     type: path
   include_dirs:
     description:
@@ -90,9 +107,15 @@ options:
           - The C function to load as a C(sched_cls) program.
           - Defaults to C(edgeft_ingress) or C(edgeft_egress), after O(attach[].direction).
         type: str
+      object:
+        description:
+          - The prebuilt object of this attach point (the edgeft data path has
+            one per plane, with the plane built into it), over the top-level O(object).
+          - Defines and O(attach[].plane) are built into an object and refused with it.
+        type: path
       plane:
         description:
-          - Plane index of this interface, passed as C(-DEDGEFT_PLANE=<plane>).
+          - Plane index of this interface, passed as C(-DEDGEFT_PLANE=<plane>) (bcc only).
           - Must be below C(EDGEFT_MAX_PLANES) for the edgeft data path.
         type: int
       defines:
@@ -130,8 +153,9 @@ options:
     default: false
 requirements:
   - root on the target
-  - bcc's Python bindings (Debian/Ubuntu package C(python3-bpfcc)) for O(state=present)
-  - kernel headers for the running kernel (C(linux-headers-$(uname -r))) for O(state=present)
+  - Linux 5.12 or newer for O(state=present)
+  - with objects, libbpf 1.x (Debian/Ubuntu package C(libbpf1), RHEL family C(libbpf))
+  - with O(src), bcc's Python bindings (Debian/Ubuntu package C(python3-bpfcc)) and the running kernel's headers (C(linux-headers-$(uname -r)))
   - pyroute2 (Debian package C(python3-pyroute2))
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -140,7 +164,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Validates, computes the digests and reports what would change; compiles nothing.
+    details: Validates, computes the digests and reports what would change; compiles and loads nothing.
 notes:
   - Runs in the network namespace its connection places it in.
   - Filters at other priorities, and qdiscs other than C(clsact), are left alone.
@@ -152,7 +176,16 @@ seealso:
 '''
 
 EXAMPLES = r'''
-- name: Attach the edgeft data path to both plane NICs
+- name: Attach the edgeft data path from objects built on the controller (edgeft.failover.bpf_object)
+  edgeft.failover.ebpf_program:
+    pin_root: /sys/fs/bpf/edgeft
+    attach:
+      - {interface: fab0, direction: egress, object: /usr/local/lib/edgeft/bpf/edgeft-p0-74191d293e49a304.bpf.o}
+      - {interface: fab0, direction: ingress, object: /usr/local/lib/edgeft/bpf/edgeft-p0-74191d293e49a304.bpf.o}
+      - {interface: fab1, direction: egress, object: /usr/local/lib/edgeft/bpf/edgeft-p1-0c55e1b0f2a7d913.bpf.o}
+      - {interface: fab1, direction: ingress, object: /usr/local/lib/edgeft/bpf/edgeft-p1-0c55e1b0f2a7d913.bpf.o}
+
+- name: Compile the edgeft data path with bcc on the target and attach it to both plane NICs
   edgeft.failover.ebpf_program:
     src: /usr/local/lib/edgeft/bpf/failover_tc.c
     pin_root: /sys/fs/bpf/edgeft
@@ -299,7 +332,6 @@ from ansible_collections.edgeft.failover.plugins.module_utils.program.spec impor
 def main():
     module = AnsibleModule(
         argument_spec=ARGUMENT_SPEC,
-        required_if=[('state', 'present', ['src'])],
         supports_check_mode=True,
     )
     require_pyroute2(module)

@@ -83,12 +83,16 @@ def digest(bpf_dir: str, defines: list, compiler: str, tunables: dict) -> str:
     return h.hexdigest()[:DIGEST_LEN]
 
 
+def object_name(plane: int, digest_: str) -> str:
+    return 'edgeft-p%d-%s%s' % (plane, digest_, SUFFIX)
+
+
 def build(plane: int, tunables: dict, bpf_dir: str, cache_dir: str, clang: str = 'clang') -> Built:
     """The object of one plane's programs, compiled unless the cache has it."""
     defines = plane_defines(plane, tunables)
     compiler = clang_version(clang)
     name = digest(bpf_dir, defines, compiler, tunables)
-    path = os.path.join(cache_dir, 'edgeft-p%d-%s%s' % (plane, name, SUFFIX))
+    path = os.path.join(cache_dir, object_name(plane, name))
     if os.path.isfile(path):
         return Built(path, name, plane, True)
     os.makedirs(cache_dir, exist_ok=True)

@@ -1,9 +1,9 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Load the programs of the attach points that change: today by compiling their
-units with bcc. One replaceable step: the points (and through them their
-units) in, {point where: program fd} out, the loaded objects kept alive on the
-caller's ExitStack until the filters are swapped."""
+"""Load the programs of the attach points that change: a prebuilt object with
+libbpf, or the source compiled with bcc. One replaceable step: the points (and
+through them their units) in, {point where: program fd} out, the loaded
+objects kept alive on the caller's ExitStack until the filters are swapped."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath import build, layout
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import build, layout, libbpf, objects
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.handle import check_map, pin_dir_lock
 from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ProgramError
@@ -42,15 +42,17 @@ def _captured_output():
 
 
 def load_programs(req, points, stack):
-    """Compile the units of points and load their functions: {point where: prog fd}.
+    """Load the units of points and their functions: {point where: prog fd}.
 
-    Every bcc object is registered on stack, so the fds live until the swaps are done.
+    Every loaded object is registered on stack, so the fds live until the swaps are done.
     """
-    bcc = build.import_bcc()
     units = []
     for p in points:
         if p.unit not in units:
             units.append(p.unit)
+    if any(u.object_path for u in units):
+        return _load_objects(req, units, points, stack)
+    bcc = build.import_bcc()
     fds = {}
     for unit in units:
         with pin_dir_lock(req.pin_root), _captured_output() as out:
@@ -62,10 +64,10 @@ def load_programs(req, points, stack):
             raise ProgramError('src: bcc could not compile %s with %s: %s\n%s'
                                % (req.src, ' '.join(unit.cflags[1 + len(req.include_dirs):]), error, out['text']))
         stack.callback(bpf.cleanup)
-        if unit.tunables is not None:
+        if unit.map_sizes is not None:
             for spec in layout.MAPS:
                 try:
-                    check_map(bpf[spec.name.encode()].map_fd, spec, spec.max_entries(unit.tunables))
+                    check_map(bpf[spec.name.encode()].map_fd, spec, unit.map_sizes[spec.name])
                 except (DatapathError, KeyError) as e:
                     raise ProgramError('pin_root: %s' % e) from None
         for p in points:
@@ -79,4 +81,46 @@ def load_programs(req, points, stack):
             if error is not None:
                 raise ProgramError('%s.function: loading %s from %s failed: %s\n%s'
                                    % (p.where, p.function, req.src, error, out['text']))
+    return fds
+
+
+def _load_objects(req, units, points, stack):
+    """libbpf: reuse or create the maps pinned under pin_root, load, hand out the functions' fds."""
+    fds = {}
+    for unit in units:
+        where = unit.points[0].where + ('.object' if unit.points[0].object else '')
+        try:
+            obj = libbpf.BpfObject(unit.object_path)
+        except DatapathError as e:
+            raise ProgramError('%s: %s' % (where, e)) from None
+        stack.callback(obj.close)
+        try:
+            if unit.map_sizes is not None:
+                objects.check_layout(obj)
+                names = [spec.name for spec in layout.MAPS]
+            else:
+                names = [m.name for m in obj.maps() if '.' not in m.name]  # not .rodata/.bss: private
+            obj.pin_maps(req.pin_root, names)
+        except DatapathError as e:
+            raise ProgramError('%s: %s' % (where, e)) from None
+        with pin_dir_lock(req.pin_root), _captured_output() as out:
+            try:
+                obj.load()
+                error = None
+            except DatapathError as e:
+                error = e
+        if error is not None:
+            raise ProgramError('%s: %s (the verifier\'s or libbpf\'s words follow)\n%s' % (where, error, out['text']))
+        if unit.map_sizes is not None:
+            for spec in layout.MAPS:
+                try:
+                    check_map(obj.map_fd(spec.name), spec, unit.map_sizes[spec.name])
+                except DatapathError as e:
+                    raise ProgramError('pin_root: %s' % e) from None
+        for p in points:
+            if p.unit is unit:
+                try:
+                    fds[p.where] = obj.prog_fd(p.function)
+                except DatapathError as e:
+                    raise ProgramError('%s.function: %s' % (p.where, e)) from None
     return fds

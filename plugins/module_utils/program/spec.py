@@ -1,8 +1,9 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ebpf_program module's options and what validation makes of them: the
-attach points, the compile units (one per set of defines) and their digests.
-Pure: reads the C source and its headers, never the kernel."""
+attach points, the units loaded (one bcc compile per set of defines, or one
+prebuilt object per file) and their digests. Pure: reads the C source, its
+headers or the objects, never the kernel."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ MAPS_HEADER = 'edgeft_maps.h'
 RESERVED_DEFINES = ('EDGEFT_PIN_DIR',)
 DIGEST_LEN = 16
 _DIGEST_SCHEME = b'edgeft-ebpf-program/1'
+_OBJECT_DIGEST_SCHEME = b'edgeft-ebpf-object/1'
 IDENT = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\r\n]+)[>"]', re.M)
 
@@ -34,6 +36,7 @@ _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\r\n]+)[>"]', re.
 # The module's argument spec, here so that restore.py fills the same defaults.
 ARGUMENT_SPEC = dict(
     src=dict(type='path'),
+    object=dict(type='path'),
     include_dirs=dict(type='list', elements='path', default=[]),
     defines=dict(type='dict', default={}),
     pin_root=dict(type='path', required=True),
@@ -41,6 +44,7 @@ ARGUMENT_SPEC = dict(
         interface=dict(type='str', required=True),
         direction=dict(type='str', required=True, choices=['ingress', 'egress']),
         function=dict(type='str'),
+        object=dict(type='path'),
         plane=dict(type='int'),
         defines=dict(type='dict'),
         priority=dict(type='int', default=DEFAULT_PRIORITY),
@@ -86,15 +90,28 @@ class Point:
 
 
 class Unit:
-    """One bcc compile: the source with one set of defines (shared by points)."""
+    """What is loaded once for its points: a bcc compile of the source with one set of
+    defines, or one prebuilt object (object_path)."""
 
-    def __init__(self, key, text, cflags, digest_base, tunables):
+    def __init__(self, key, text, cflags, digest_base, tunables, object_path=None, map_sizes=None):
         self.key = key
         self.text = text
         self.cflags = cflags
         self.digest_base = digest_base
         self.tunables = tunables
+        self.object_path = object_path
+        # {map name: max_entries} of the edgeft layout's maps (None: not the edgeft data path)
+        self.map_sizes = map_sizes
+        if map_sizes is None and tunables is not None:
+            self.map_sizes = {spec.name: spec.max_entries(tunables) for spec in layout.MAPS}
         self.points = []
+
+
+def object_unit(path, content, map_sizes):
+    """The unit of a prebuilt object: its digest covers the file's bytes."""
+    h = hashlib.sha256(_OBJECT_DIGEST_SCHEME)
+    h.update(b'%d:' % len(content) + content)
+    return Unit(('object', path), None, None, h.digest(), None, object_path=path, map_sizes=map_sizes)
 
 
 class Request:

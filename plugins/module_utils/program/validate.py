@@ -1,15 +1,16 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Check every option of the ebpf_program module against the host and build the
-Request: root, pyroute2, the bpf filesystem, the interfaces, bcc and the kernel
-headers, the sizes of maps already pinned. Changes nothing."""
+Request: root, pyroute2, the bpf filesystem, the interfaces, the kernel's
+version, bcc and the kernel headers or libbpf and the objects, the sizes of
+maps already pinned. Changes nothing."""
 
 from __future__ import annotations
 
 import os
 
 from ansible_collections.edgeft.failover.plugins.module_utils import netlink, tc
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys, build, layout
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys, build, kernel_version, layout, libbpf, objects
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.handle import check_map
 from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import (
@@ -24,6 +25,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.program.spec impor
     ProgramError,
     Request,
     check_defines,
+    object_unit,
     define_flag,
     digest,
     int_in,
@@ -113,6 +115,8 @@ def validate(params):
         slots[key] = where
         points.append(Point(where, iface, direction, priority, handle, function, defines))
         points[-1].plane_where = plane_where
+        points[-1].object = entry.get('object')
+        points[-1].own_defines = entry.get('defines') or plane is not None
 
     req = Request(state=state, present=present, pin_root=pin_root, state_dir=state_dir, points=points,
                   unpin_maps=bool(params.get('unpin_maps')), src=None, include_dirs=[], units=[],
@@ -132,10 +136,22 @@ def validate(params):
 
 
 def _validate_build(req, params):
+    try:
+        kernel_version.require()
+    except DatapathError as e:
+        raise ProgramError(str(e)) from None
     src = params.get('src')
+    with_object = [p.where + '.object' for p in req.points if p.object] + (['object'] if params.get('object') else [])
+    if src and with_object:
+        raise ProgramError('src and %s: give the C source (compiled here by bcc) or prebuilt objects (loaded with '
+                           'libbpf), not both' % with_object[0])
+    if with_object:
+        _validate_objects(req, params)
+        return
     if not src:
-        raise ProgramError('src: required with state=present (path on the target of the C source, '
-                           'e.g. /usr/local/lib/edgeft/bpf/failover_tc.c)')
+        raise ProgramError('src or object: one is required with state=present (the C source on the target, e.g. '
+                           '/usr/local/lib/edgeft/bpf/failover_tc.c, compiled by bcc; or a prebuilt object, '
+                           'e.g. from edgeft.failover.bpf_object)')
     if not os.path.isabs(src):
         raise ProgramError('src: %r must be an absolute path on the target' % src)
     try:
@@ -185,16 +201,72 @@ def _validate_build(req, params):
         _validate_layout(req)
 
 
+def _validate_objects(req, params):
+    """Object mode: every point's object readable, parsed by libbpf, of this layout."""
+    try:
+        libbpf.library()
+    except DatapathError as e:
+        raise ProgramError('object: %s' % e) from None
+    units = {}
+    for p in req.points:
+        where = p.where + '.object' if p.object else 'object'
+        path = p.object or params.get('object')
+        if not path:
+            raise ProgramError('%s.object: every attach point needs an object when object is not set at the top' % p.where)
+        if p.own_defines or params.get('defines'):
+            raise ProgramError('%s: defines and plane are built into an object; set them where the object is built '
+                               '(edgeft.failover.bpf_object), not here' % (p.where + '.defines' if p.own_defines else 'defines'))
+        if not os.path.isabs(path):
+            raise ProgramError('%s: %r must be an absolute path on the target' % (where, path))
+        path = os.path.normpath(path)
+        unit = units.get(path)
+        if unit is None:
+            unit = units[path] = _object_unit(req, path, where)
+        if p.function not in unit.programs:
+            raise ProgramError('%s.function: %s is not a program of %s (it has %s)'
+                               % (p.where, p.function, path, ', '.join(unit.programs) or 'none'))
+        unit.points.append(p)
+        p.unit = unit
+        p.digest = digest(unit, p.function)
+        p.name = '%s%s:%s' % (NAME_PREFIX, p.function, p.digest)
+    req.units = list(units.values())
+    req.edgeft_layout = any(u.map_sizes is not None for u in req.units)
+    if req.edgeft_layout:
+        if not all(u.map_sizes is not None for u in req.units):
+            raise ProgramError('object: the edgeft data path\'s objects and other objects share pin_root; give them '
+                               'pin roots of their own')
+        _validate_layout(req)
+
+
+def _object_unit(req, path, where):
+    try:
+        with open(path, 'rb') as f:
+            content = f.read()
+    except OSError as e:
+        raise ProgramError('%s: cannot read %s: %s' % (where, path, e.strerror or e)) from None
+    try:
+        with libbpf.BpfObject(path) as obj:
+            edgeft = any(m.name in layout.MAPS_BY_NAME or m.name.startswith('edgeft_') for m in obj.maps())
+            sizes = objects.check_layout(obj) if edgeft else None
+            programs = obj.programs()
+    except DatapathError as e:
+        raise ProgramError('%s: %s' % (where, e)) from None
+    unit = object_unit(path, content, sizes)
+    unit.programs = programs
+    return unit
+
+
 def _validate_layout(req):
     """Every program shares one set of pins: sizes must agree with each other and with existing pins."""
     first = req.units[0]
+    option = 'object' if first.object_path else 'defines'
     for unit in req.units[1:]:
         for spec in layout.MAPS:
-            if spec.max_entries(unit.tunables) != spec.max_entries(first.tunables):
-                raise ProgramError('%s.defines: map %s would get %d entries, %s sets %d; all programs share the '
+            if unit.map_sizes[spec.name] != first.map_sizes[spec.name]:
+                raise ProgramError('%s.%s: map %s would get %d entries, %s sets %d; all programs share the '
                                    'maps pinned under pin_root, so their EDGEFT_MAX_* defines must agree'
-                                   % (unit.points[0].where, spec.name, spec.max_entries(unit.tunables),
-                                      first.points[0].where, spec.max_entries(first.tunables)))
+                                   % (unit.points[0].where, option, spec.name, unit.map_sizes[spec.name],
+                                      first.points[0].where, first.map_sizes[spec.name]))
     for spec in layout.MAPS:
         path = os.path.join(req.pin_root, spec.name)
         if not os.path.exists(path):
@@ -202,7 +274,7 @@ def _validate_layout(req):
         try:
             fd = bpfsys.obj_get(path)
             try:
-                check_map(fd, spec, spec.max_entries(first.tunables), ' (pinned at %s)' % path)
+                check_map(fd, spec, first.map_sizes[spec.name], ' (pinned at %s)' % path)
             finally:
                 os.close(fd)
         except DatapathError as e:

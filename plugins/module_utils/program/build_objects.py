@@ -1,0 +1,67 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The bpf_object module: build the data path's objects once, where clang is (the
+controller), one per plane, cached by the digest of sources and build settings."""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout, objects
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
+from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ProgramError
+
+ARGUMENT_SPEC = dict(
+    src_dir=dict(type='path', required=True),
+    planes=dict(type='list', elements='int'),
+    defines=dict(type='dict', default={}),
+    cache_dir=dict(type='path', required=True),
+    clang=dict(type='str', default='clang'),
+)
+
+
+def _validate(params):
+    src_dir = params.get('src_dir')
+    if not src_dir or not os.path.isfile(os.path.join(src_dir, objects.SOURCE)):
+        raise ProgramError('src_dir: %r has no %s: point it at the collection\'s bpf/ directory' % (src_dir, objects.SOURCE))
+    try:
+        tunables = layout.tunables(params.get('defines') or {})
+    except (TypeError, ValueError) as e:
+        raise ProgramError('defines: %s (an object is built with the data path\'s tunables only: %s)'
+                           % (e, ', '.join(sorted(layout.TUNABLES)))) from None
+    planes = params.get('planes')
+    if planes is None:
+        planes = list(range(tunables['EDGEFT_MAX_PLANES']))
+    if not planes:
+        raise ProgramError('planes: at least one plane index is required (leave it out for every plane)')
+    for i, plane in enumerate(planes):
+        if isinstance(plane, bool) or not isinstance(plane, int) or not 0 <= plane < tunables['EDGEFT_MAX_PLANES']:
+            raise ProgramError('planes[%d]: %r is not a plane index below EDGEFT_MAX_PLANES (%d)'
+                               % (i, plane, tunables['EDGEFT_MAX_PLANES']))
+    cache_dir = params.get('cache_dir')
+    if not cache_dir or not os.path.isabs(cache_dir):
+        raise ProgramError('cache_dir: %r must be an absolute path on the controller' % cache_dir)
+    if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+        raise ProgramError('cache_dir: %s exists and is not a directory' % cache_dir)
+    return os.path.normpath(src_dir), sorted(set(planes)), tunables, os.path.normpath(cache_dir)
+
+
+def run(params, check_mode=False):
+    """{'changed', 'objects': [{plane, path, file, digest, cached}]}; check mode computes the digests only."""
+    src_dir, planes, tunables, cache_dir = _validate(params)
+    clang = params.get('clang') or 'clang'
+    out = []
+    try:
+        compiler = objects.clang_version(clang)
+        for plane in planes:
+            if check_mode:
+                digest = objects.digest(src_dir, objects.plane_defines(plane, tunables), compiler, tunables)
+                path = os.path.join(cache_dir, objects.object_name(plane, digest))
+                built = objects.Built(path, digest, plane, os.path.isfile(path))
+            else:
+                built = objects.build(plane, tunables, src_dir, cache_dir, clang)
+            out.append({'plane': plane, 'path': built.path, 'file': os.path.basename(built.path),
+                        'digest': built.digest, 'cached': built.cached})
+    except DatapathError as e:
+        raise ProgramError(str(e)) from None
+    return {'changed': any(not o['cached'] for o in out), 'objects': out, 'compiler': compiler}, []
