@@ -17,11 +17,14 @@ die() { printf 'bootstrap: error: %s\n' "$*" >&2; exit 1; }
 [[ ${EUID} -eq 0 ]] || die "must run as root (namespaces, tc and BPF need it): rerun with sudo"
 command -v apt-get >/dev/null || die "apt-get not found: edgeft's quick start supports Debian 12+ and Ubuntu 22.04+"
 
-# Debian packages: the lab (iproute2, nftables, ping), the data path (bcc, headers,
-# pyroute2 for the system Python that runs modules on targets) and the VM tooling later.
+# Debian packages: the lab (iproute2, nftables, ping), the data path (the object loader's
+# clang and libbpf headers on this controller and libbpf on the lab's hosts; bcc and headers
+# for the bcc loader; pyroute2 for the system Python that runs modules on targets) and the
+# VM tooling later.
 APT_PACKAGES=(
   iproute2 nftables iputils-ping procps rsync git shellcheck
   python3 python3-venv python3-pip python3-cryptography python3-yaml python3-jinja2
+  clang libbpf-dev libbpf1
   python3-pyroute2 python3-bpfcc bpfcc-tools python3-scapy
   # The persistence tests check rendered files with the tools that read them (netplan
   # generate, ifquery, libnm's keyfile reader); nothing here starts a network service,

@@ -38,10 +38,12 @@ MIRRORS = (
     "deb http://deb.debian.org/debian-security bookworm-security main",
 )
 # What the collection needs on a target, installed up front: the VMs reach no network but the lab's.
+# The object loader's target: libbpf and pyroute2, and no compiler, LLVM, bcc or kernel headers
+# (the VM scenario checks that none is there).
 PACKAGES = (
-    "linux-image-amd64", "linux-headers-amd64", "initramfs-tools",
+    "linux-image-amd64", "initramfs-tools",
     "systemd-sysv", "udev", "dbus", "kmod", "procps", "iproute2", "iputils-ping", "nftables",
-    "openssh-server", "python3", "python3-apt", "python3-pyroute2", "python3-bpfcc",
+    "openssh-server", "python3", "python3-apt", "python3-pyroute2", "libbpf1",
 )
 # Guest NICs by PCI slot (qemu's -device addr=): the management NIC, then one per plane.
 MGMT_NIC = "mgmt0"
