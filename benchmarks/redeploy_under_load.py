@@ -148,10 +148,11 @@ def under_streams(lab, pps, family, seconds=None, action=None, lead=1.0, tail=1.
     return [stream_figures(s.result()) for s in streams], ran, returned
 
 
-def run_benchmark(pps=10_000, family=4, lead=1.0, tail=1.0, baseline=None, defines=None, log=None):
+def run_benchmark(pps=10_000, family=4, lead=1.0, tail=1.0, baseline=None, defines=None, log=None, loader=None):
     """The whole benchmark on a lab of its own; returns the report (see benchmarks/README.md).
 
     baseline: seconds of the baseline run; None = as long as the redeploy run, 0 = none.
+    loader: ebpf_failover_loader for both deployments (None: the role's default, object).
     log: called with progress lines (e.g. print); nothing is printed otherwise.
     """
     log = log or (lambda line: None)
@@ -162,18 +163,19 @@ def run_benchmark(pps=10_000, family=4, lead=1.0, tail=1.0, baseline=None, defin
         raise BenchmarkError('edgeft.failover is not on the collections path: run scripts/bootstrap.sh first')
     lab = Lab('default', name='bench-%s' % uuid.uuid4().hex[:6])
     report = {'lab': lab.name, 'hosts': [h.name for h in lab.plan.hosts], 'pps': pps, 'family': family,
-              'defines': defines}
+              'defines': defines, 'loader': loader or 'object'}
+    with_loader = ('-e', json.dumps({'ebpf_failover_loader': loader})) if loader else ()
     with tempfile.TemporaryDirectory(prefix='edgeft-bench-') as tmp:
         inventory = Path(tmp) / 'hosts.yml'
         try:
             log('lab %s: up' % lab.name)
             lab.up(inventory=inventory)
             log('deploying with playbooks/site.yml')
-            report['deploy_s'], report['deploy_changed'] = deploy(lab, inventory)
+            report['deploy_s'], report['deploy_changed'] = deploy(lab, inventory, *with_loader)
             before = attached_programs(lab)
 
             log('redeploy with defines %s under %d pps in each direction' % (json.dumps(defines), pps))
-            extra = ('-e', json.dumps({'ebpf_failover_defines': defines}))
+            extra = ('-e', json.dumps({'ebpf_failover_defines': defines}), *with_loader)
             streams, ran, (seconds, changed) = under_streams(
                 lab, pps, family, action=lambda: deploy(lab, inventory, *extra), lead=lead, tail=tail)
             programs = compare_programs(before, attached_programs(lab))
@@ -222,9 +224,10 @@ def format_table(report):
     points = sum(len(p) for p in red['programs'].values())
     swapped = sum(p['replaced'] for pts in red['programs'].values() for p in pts.values())
     lines = [
-        'redeploy under load: lab %s, %d hosts, UDP %d pps per stream, IPv%d, defines %s'
-        % (report['lab'], len(report['hosts']), report['pps'], report['family'], json.dumps(report['defines'])),
-        'first deploy %.1f s; redeploy (site.yml, every host recompiles and replaces in place) %.1f s; '
+        'redeploy under load: lab %s, %d hosts, UDP %d pps per stream, IPv%d, defines %s, loader %s'
+        % (report['lab'], len(report['hosts']), report['pps'], report['family'], json.dumps(report['defines']),
+           report['loader']),
+        'first deploy %.1f s; redeploy (site.yml, programs rebuilt and every host replacing them in place) %.1f s; '
         'programs replaced: %d of %d attach points, hosts %s'
         % (report['deploy_s'], red['duration_s'], swapped, points,
            ', '.join('%s %s' % (h, 'yes' if ok else 'NO') for h, ok in red['replaced'].items())),
@@ -263,13 +266,15 @@ def main(argv=None):
     parser.add_argument('--defines', type=_defines, default=DEFAULT_DEFINES,
                         help='the changed compile-time defines, a JSON object of integers (default %s)'
                         % json.dumps(DEFAULT_DEFINES).replace('%', '%%'))
+    parser.add_argument('--loader', choices=('object', 'bcc'), default=None,
+                        help='ebpf_failover_loader of both deployments (default: the role\'s, object)')
     parser.add_argument('--json', action='store_true', help='print the report as JSON')
     args = parser.parse_args(argv)
     if not 1 <= args.pps <= 20_000:
         parser.error('--pps must be 1..20000')
     status, report = run_reported('redeploy_under_load', lambda log: run_benchmark(
         pps=args.pps, family=args.family, lead=args.lead, tail=args.tail, baseline=args.baseline, defines=args.defines,
-        log=log), args.json, format_table)
+        log=log, loader=args.loader), args.json, format_table)
     if status:
         return status
     if not report['redeploy']['all_replaced']:

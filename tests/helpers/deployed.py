@@ -66,11 +66,11 @@ def undeployed_lab(work_dir, prefix, needs, topology='default'):
         lab.down()
 
 
-def _deploy(inventory_dir, prefix, topology):
+def _deploy(inventory_dir, prefix, topology, extra=()):
     lab = _new_lab(inventory_dir, prefix, topology)
     try:
         lab.up(inventory=lab.inventory_path)
-        rc, out, recap = run_playbook(lab.inventory_path)
+        rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *extra)
         if rc != 0 or not recap or any(failed for _changed, failed in recap.values()):
             raise RuntimeError('playbooks/site.yml failed on lab %s:\n%s' % (lab.name, out[-6000:]))
     except BaseException:
@@ -140,14 +140,15 @@ class SharedDeployment:
     lab (tests/lab/conftest.py); `neutral()` hands it out as a deployment leaves it. A lab a
     test left broken is reported and rebuilt, never passed on."""
 
-    def __init__(self, inventory_dir, prefix, topology):
-        self.inventory_dir, self.prefix, self.topology = inventory_dir, prefix, topology
+    def __init__(self, inventory_dir, prefix, topology, extra=()):
+        """extra: arguments of its site.yml run (e.g. -e ebpf_failover_loader=bcc)."""
+        self.inventory_dir, self.prefix, self.topology, self.extra = inventory_dir, prefix, topology, tuple(extra)
         self.lab = None
         SHARED.append(self)
 
     def neutral(self):
         if self.lab is None:
-            self.lab = _deploy(self.inventory_dir, self.prefix, self.topology)
+            self.lab = _deploy(self.inventory_dir, self.prefix, self.topology, self.extra)
         try:
             problem = neutral_problem(self.lab)
         except Exception as e:  # noqa: BLE001  (whatever the check hit, the lab is not fit)
@@ -155,7 +156,7 @@ class SharedDeployment:
         if problem:
             report_rebuild('%s (%s)' % (self.lab.name, self.topology), problem)
             self.release()
-            self.lab = _deploy(self.inventory_dir, self.prefix, self.topology)
+            self.lab = _deploy(self.inventory_dir, self.prefix, self.topology, self.extra)
             problem = neutral_problem(self.lab)
             assert problem is None, 'a freshly deployed %s lab is not neutral: %s' % (self.topology, problem)
         return self.lab

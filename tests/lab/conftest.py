@@ -14,16 +14,23 @@ from deployed import SHARED, SharedDeployment, held
 HERE = Path(__file__).resolve().parent
 
 
-def _shared(tmp_path_factory, topology):
+def _shared(tmp_path_factory, topology, extra=()):
     if os.geteuid() != 0:
         pytest.fail('the deployed lab tests need root (namespaces, tc, bpf)')
-    yield from held(SharedDeployment(tmp_path_factory.mktemp('inv-%s' % topology), 'sd', topology))
+    yield from held(SharedDeployment(tmp_path_factory.mktemp('inv-%s' % topology), 'sd', topology, extra))
 
 
 @pytest.fixture(scope='session')
 def shared_default_deployment(tmp_path_factory):
     """The default topology (2 racks x 2 hosts, L2 planes), deployed with site.yml."""
     yield from _shared(tmp_path_factory, 'default')
+
+
+@pytest.fixture(scope='session')
+def shared_default_bcc_deployment(tmp_path_factory):
+    """The default topology deployed with the bcc loader (compiled on every host): the data path
+    tests that must hold for both loaders take it too."""
+    yield from _shared(tmp_path_factory, 'default', ('-e', 'ebpf_failover_loader=bcc'))
 
 
 @pytest.fixture(scope='session')

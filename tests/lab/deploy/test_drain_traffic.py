@@ -36,11 +36,12 @@ PORTS = {('r1h1', 'a'): ('tor-r1-a', 'r1h1'), ('r1h1', 'b'): ('tor-r1-b', 'r1h1'
          ('r2h1', 'a'): ('tor-r2-a', 'r2h1'), ('r2h1', 'b'): ('tor-r2-b', 'r2h1')}
 
 
-@pytest.fixture(params=['default', 'routed'])
+@pytest.fixture(params=['default', 'default_bcc', 'routed'])
 def lab(request):
-    """The run's shared deployed lab of that topology (tests/lab/conftest.py), reset."""
+    """The run's shared deployed lab of that topology (tests/lab/conftest.py), reset; the
+    default one also as the bcc loader deploys it."""
     deployed = request.getfixturevalue('shared_%s_deployment' % request.param).neutral()
-    deployed.fabric = request.param
+    deployed.fabric = request.param.replace('_bcc', '')
     return deployed
 
 
