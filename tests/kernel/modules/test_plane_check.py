@@ -90,6 +90,20 @@ def trace(lab):
     return out
 
 
+def settled_trace(lab, quiet=0.3, limit=5.0):
+    """trace() once nothing moves it for `quiet` seconds: replies still in flight from what a
+    test did before (an ICMP error, a late answer) are not the check's doing."""
+    deadline = time.monotonic() + limit
+    last = trace(lab)
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = trace(lab)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def drain(lab, h, plane=0):
     lab.maps(h).set_plane_flags(plane, layout.PLANE_UP | layout.PLANE_DRAINED)
 
@@ -147,8 +161,9 @@ def test_a_drained_plane_answers_checks_but_not_the_agent(hosts, family):
     drain(hosts, 2)
     assert not agent_request_answered(hosts, family)
     # (Host 2's stack answered that request with an ICMP port unreachable, which
-    # its egress steered off the drained plane like any packet: trace from here.)
-    before = trace(hosts)
+    # its egress steered off the drained plane like any packet: trace from when
+    # that traffic is over.)
+    before = settled_trace(hosts)
     r = ok(check(hosts, "a", family=str(family)))
     (peer,) = r["peers"]
     assert (r["healthy"], peer["answered"], peer["lost"]) == (True, 5, 0)
