@@ -25,11 +25,11 @@ from ansible_collections.edgeft.failover.plugins.module_utils.program.spec impor
     ProgramError,
     Request,
     check_defines,
-    object_unit,
     define_flag,
     digest,
     int_in,
     make_unit,
+    object_unit,
     resolve_includes,
 )
 
