@@ -15,8 +15,7 @@ import time
 
 import pytest
 
-import nshost
-from ebpf_program_env import PLANES, Lab, UdpStreams, attach_params, environment_problem, inside, run_module
+from ebpf_program_env import PLANES, UdpStreams, attach_params, environment_problem, inside, run_module
 
 from ansible_collections.edgeft.failover.plugins.module_utils import tc
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
@@ -27,21 +26,6 @@ _PROBLEM = environment_problem()
 pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or '')
 
 HOOKS = [('p0', 'egress'), ('p0', 'ingress'), ('p1', 'egress'), ('p1', 'ingress')]
-
-
-@pytest.fixture
-def lab():
-    lab = Lab()
-    try:
-        yield lab.up()
-    finally:
-        lab.down()
-
-
-@pytest.fixture
-def bpffs(tmp_path):
-    with nshost.bpffs(tmp_path / "bpffs") as path:
-        yield path
 
 
 @pytest.fixture

@@ -15,8 +15,7 @@ import time
 
 import pytest
 
-import nshost
-from ebpf_program_env import PLANES, Lab, UdpStreams, attach_params, environment_problem, run_module
+from ebpf_program_env import PLANES, UdpStreams, attach_params, environment_problem, run_module
 from repo import REPO
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import kernel_version, libbpf, objects
@@ -27,21 +26,6 @@ _PROBLEM = environment_problem() or (None if shutil.which('clang') else 'clang m
 pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or '')
 
 BPF_DIR = str(REPO / 'bpf')
-
-
-@pytest.fixture
-def lab():
-    lab = Lab()
-    try:
-        yield lab.up()
-    finally:
-        lab.down()
-
-
-@pytest.fixture
-def bpffs(tmp_path):
-    with nshost.bpffs(tmp_path / 'bpffs') as path:
-        yield path
 
 
 @pytest.fixture(scope='module')
