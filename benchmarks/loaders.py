@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 import uuid
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -419,6 +419,13 @@ def run_benchmark(parts=PARTS, loaders=LOADERS, log=None):
     return report
 
 
+def _replaced_cell(labs, lo):
+    """'replaced of all' attach points of a loader's redeploy, or None when it did not run."""
+    if not _get(labs, lo, 'redeploy'):
+        return None
+    return '%s of %s' % (_get(labs, lo, 'redeploy', 'attach_points_replaced'), _get(labs, lo, 'redeploy', 'attach_points'))
+
+
 def _get(doc, *keys):
     for key in keys:
         if not isinstance(doc, dict) or doc.get(key) is None:
@@ -445,9 +452,7 @@ def rows(report):
             ('  bpf_object task (controller), redeploy (s)', {lo: _get(labs, lo, 'redeploy', 'object_task_s') for lo in labs}, ''),
             ('  CPU of the redeploy, all processes (s)', {lo: _get(labs, lo, 'redeploy', 'cpu_s') for lo in labs},
              'controller + 4 targets, one machine'),
-            ('  attach points replaced', {lo: ('%s of %s' % (_get(labs, lo, 'redeploy', 'attach_points_replaced'),
-                                                 _get(labs, lo, 'redeploy', 'attach_points'))
-                                          if _get(labs, lo, 'redeploy') else None) for lo in labs}, ''),
+            ('  attach points replaced', {lo: _replaced_cell(labs, lo) for lo in labs}, ''),
             ('target CPU per host, first attach (s)', {lo: _get(labs, lo, 'cpu', 'attach', 'cpu_s') for lo in labs},
              'ebpf_program core, 4 programs'),
             ('target CPU per host, replace (s)', {lo: _get(labs, lo, 'cpu', 'replace', 'cpu_s') for lo in labs}, ''),
@@ -491,12 +496,12 @@ def format_table(report):
                      'package lists of %s)' % (fs['suite'], fs['variant'], ','.join(fs['include']), fs['built'][:10]))
         for lo in loaders:
             lines.append('  %s: %s' % (lo, ' '.join(pk['loaders'][lo]['packages'])))
+        headers = (pk['stock_kernel_release'], STOCK_KERNEL_META, report['machine']['kernel'])
         lines.append('  bcc needs the running kernel\'s headers: here those of a stock Debian 12 kernel, %s, the package '
-                     '%s depends on (the machine\'s own kernel is %s)' % (pk['stock_kernel_release'], STOCK_KERNEL_META,
-                                                                         report['machine']['kernel']))
+                     '%s depends on (the machine\'s own kernel is %s)' % headers)
     for lo, lab in ((lo, report['labs'][lo]) for lo in loaders if lo in report.get('labs', {})):
-        lines.append('%s: lab %s, %d hosts%s' % (lo, lab['lab'], len(lab['hosts']),
-                                                  ', CPU measured on %s' % lab['cpu']['host'] if 'cpu' in lab else ''))
+        cpu_on = ', CPU measured on %s' % lab['cpu']['host'] if 'cpu' in lab else ''
+        lines.append('%s: lab %s, %d hosts%s' % (lo, lab['lab'], len(lab['hosts']), cpu_on))
     lines.append('')
     lines += ['  '.join(cell.ljust(widths[i]) if i in (0, len(head) - 1) else cell.rjust(widths[i])
                         for i, cell in enumerate(row)).rstrip() for row in table]
@@ -504,8 +509,8 @@ def format_table(report):
         lines.append('')
         lines.append('largest packages, --no-install-recommends (MB):')
         for lo in loaders:
-            lines.append('  %-7s %s' % (lo, ', '.join('%s %.1f' % (p['package'], p['mb'])
-                                                       for p in pk['loaders'][lo]['no_recommends']['largest'])))
+            largest = pk['loaders'][lo]['no_recommends']['largest']
+            lines.append('  %-7s %s' % (lo, ', '.join('%s %.1f' % (p['package'], p['mb']) for p in largest)))
     for lo, lab in ((lo, report['labs'][lo]) for lo in loaders if lo in report.get('labs', {})):
         if 'redeploy' in lab:
             lines.append('')

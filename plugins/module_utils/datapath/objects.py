@@ -102,7 +102,7 @@ def build(plane: int, tunables: dict, bpf_dir: str, cache_dir: str, clang: str =
     os.close(fd)
     cmd = [clang, *CLANG_FLAGS, '-I', bpf_dir, *_multiarch_include(), *defines, '-x', 'c', '-c', '-', '-o', tmp]
     try:
-        done = subprocess.run(cmd, input=text, capture_output=True)
+        done = subprocess.run(cmd, input=text, capture_output=True, check=False)
         if done.returncode != 0:
             raise CompileError('clang could not build the programs of plane %d from %s: %s'
                                % (plane, os.path.join(bpf_dir, SOURCE), done.stderr.decode('utf-8', 'replace')[-6000:]))
@@ -123,10 +123,10 @@ def check_layout(bpf_object, pinned_max_entries=None) -> dict:
     have = {m.name: m for m in bpf_object.maps()}
     missing = [s.name for s in layout.MAPS if s.name not in have]
     if missing:
-        other = sorted(n for n in have if n.startswith('edgeft_'))
+        other = ', '.join(sorted(n for n in have if n.startswith('edgeft_'))) or 'none'
         raise ObjectError('%s lacks the maps %s of layout version %d (it has %s): it was built from other sources; '
-                          'build the objects from this collection\'s bpf/' % (bpf_object.path, ', '.join(missing),
-                                                                             layout.LAYOUT_VERSION, ', '.join(other) or 'none'))
+                          'build the objects from this collection\'s bpf/'
+                          % (bpf_object.path, ', '.join(missing), layout.LAYOUT_VERSION, other))
     sizes = {}
     for spec in layout.MAPS:
         m = have[spec.name]

@@ -24,10 +24,10 @@ def params(cache, **extra):
 
 def test_check_mode_names_the_objects_then_a_run_builds_them_once(tmp_path):
     cache = tmp_path / 'cache'
-    preview, _ = run(params(cache), check_mode=True)
+    preview = run(params(cache), check_mode=True)[0]
     assert preview['changed'] is True and not cache.exists()
     assert [o['plane'] for o in preview['objects']] == [0, 1]  # every plane below EDGEFT_MAX_PLANES
-    built, _ = run(params(cache))
+    built = run(params(cache))[0]
     assert built['changed'] is True
     assert [o['path'] for o in built['objects']] == [o['path'] for o in preview['objects']]
     for o in built['objects']:
@@ -35,7 +35,7 @@ def test_check_mode_names_the_objects_then_a_run_builds_them_once(tmp_path):
         with libbpf.BpfObject(o['path']) as obj:
             assert sorted(obj.programs()) == ['edgeft_egress', 'edgeft_ingress']
             objects.check_layout(obj)
-    again, _ = run(params(cache))
+    again = run(params(cache))[0]
     assert again['changed'] is False and all(o['cached'] for o in again['objects'])
     assert sorted(os.listdir(cache)) == sorted(o['file'] for o in built['objects'])
 
