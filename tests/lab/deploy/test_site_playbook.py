@@ -62,10 +62,12 @@ def test_a_bad_backup_route_is_refused_before_any_change(fresh_lab, tmp_path):
     refused_on_every_host(fresh_lab, 'edgeft_backup_routes[0].via[1].metric: 200', '-e', '@%s' % extra)
 
 
-def test_check_then_deploy_then_idempotent(fresh_lab):
+def test_check_then_deploy_then_idempotent(fresh_lab, tmp_path):
+    """From a controller that never built the objects (an empty cache): check, deploy, again."""
     lab = fresh_lab
+    cache = ('-e', 'edgeft_object_cache=%s' % (tmp_path / 'objects'))
 
-    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', '--check')
+    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', '--check', *cache)
     assert rc == 0, out[-6000:]
     assert set(recap) == set(HOSTS)
     assert all(changed > 0 for changed, _failed in recap.values()), recap
@@ -75,7 +77,7 @@ def test_check_then_deploy_then_idempotent(fresh_lab):
         for ifname in ('fab0', 'fab1'):
             assert 'edgeft' not in tc_filters(lab, host, ifname, 'egress')
 
-    rc, out, recap = run_playbook(lab.inventory_path)
+    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *cache)
     assert rc == 0, out[-6000:]
     for host in HOSTS:
         assert 'edgeft_peers_v1' in pinned(lab, host)
@@ -83,7 +85,7 @@ def test_check_then_deploy_then_idempotent(fresh_lab):
             for direction in ('egress', 'ingress'):
                 assert 'edgeft:edgeft_%s' % direction in tc_filters(lab, host, ifname, direction)
 
-    rc, out, recap = run_playbook(lab.inventory_path)
+    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *cache)
     assert rc == 0, out[-6000:]
     assert recap == {host: (0, 0) for host in HOSTS}, 'second run changed something:\n' + out[-6000:]
 
