@@ -30,7 +30,7 @@ SOURCE = 'failover_tc.c'
 PROGRAMS = ('edgeft_egress', 'edgeft_ingress')
 SUFFIX = '.bpf.o'
 # Bump when the build command changes what an object holds for the same inputs.
-_DIGEST_SCHEME = b'edgeft-bpf-object/1'
+_DIGEST_SCHEME = b'edgeft-bpf-object/2'
 DIGEST_LEN = 16
 # BPF ISA v3: the atomic compare-and-swap of edgeft_claim_change (kernel 5.12+).
 CLANG_FLAGS = ('-O2', '-g', '-target', 'bpf', '-mcpu=v3', '-Wall', '-Werror')
@@ -100,9 +100,13 @@ def build(plane: int, tunables: dict, bpf_dir: str, cache_dir: str, clang: str =
         text = f.read() + b'\n' + layout_check.c_asserts(layout.tunables(tunables)).encode()
     fd, tmp = tempfile.mkstemp(prefix='.edgeft-', suffix=SUFFIX, dir=cache_dir)
     os.close(fd)
-    cmd = [clang, *CLANG_FLAGS, '-I', bpf_dir, *_multiarch_include(), *defines, '-x', 'c', '-c', '-', '-o', tmp]
+    # Reproducible bytes: the debug info and BTF line info name the sources' directory and the
+    # working directory; map both to fixed names, so a build from another checkout, controller or
+    # cache directory is byte for byte the same object (and no host replaces its programs).
+    reproducible = ['-ffile-prefix-map=%s=bpf' % bpf_dir, '-fdebug-compilation-dir=.']
+    cmd = [clang, *CLANG_FLAGS, *reproducible, '-I', bpf_dir, *_multiarch_include(), *defines, '-x', 'c', '-c', '-', '-o', tmp]
     try:
-        done = subprocess.run(cmd, input=text, capture_output=True, check=False)
+        done = subprocess.run(cmd, input=text, capture_output=True, check=False, cwd=bpf_dir)
         if done.returncode != 0:
             raise CompileError('clang could not build the programs of plane %d from %s: %s'
                                % (plane, os.path.join(bpf_dir, SOURCE), done.stderr.decode('utf-8', 'replace')[-6000:]))

@@ -78,3 +78,15 @@ def test_a_compile_error_names_the_plane_and_the_source(tmp_path):
         run(params(tmp_path / 'cache', src_dir=str(src), planes=[1]))
     assert 'clang could not build the programs of plane 1 from %s/failover_tc.c' % src in str(e.value)
     assert os.listdir(tmp_path / 'cache') == []  # no object, no temporary file left
+
+
+def test_builds_from_another_checkout_and_cache_are_byte_for_byte_the_same(tmp_path):
+    """A rebuild elsewhere (another controller, checkout or cache) must not make every host
+    replace programs that did not change: the object's bytes depend on its inputs only."""
+    here = run(params(tmp_path / 'one', planes=[0]))[0]['objects'][0]
+    src = tmp_path / 'elsewhere' / 'bpf'
+    shutil.copytree(BPF_DIR, src)
+    there = run(params(tmp_path / 'two', src_dir=str(src), planes=[0]))[0]['objects'][0]
+    assert there['digest'] == here['digest']
+    with open(here['path'], 'rb') as a, open(there['path'], 'rb') as b:
+        assert a.read() == b.read()
