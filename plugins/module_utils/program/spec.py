@@ -93,17 +93,14 @@ class Unit:
     """What is loaded once for its points: a bcc compile of the source with one set of
     defines, or one prebuilt object (object_path)."""
 
-    def __init__(self, key, text, cflags, digest_base, tunables, object_path=None, map_sizes=None):
+    def __init__(self, key, text, cflags, digest_base, map_sizes, object_path=None):
         self.key = key
         self.text = text
         self.cflags = cflags
         self.digest_base = digest_base
-        self.tunables = tunables
-        self.object_path = object_path
         # {map name: max_entries} of the edgeft layout's maps (None: not the edgeft data path)
         self.map_sizes = map_sizes
-        if map_sizes is None and tunables is not None:
-            self.map_sizes = {spec.name: spec.max_entries(tunables) for spec in layout.MAPS}
+        self.object_path = object_path
         self.points = []
 
 
@@ -111,7 +108,7 @@ def object_unit(path, content, map_sizes):
     """The unit of a prebuilt object: its digest covers the file's bytes."""
     h = hashlib.sha256(_OBJECT_DIGEST_SCHEME)
     h.update(b'%d:' % len(content) + content)
-    return Unit(('object', path), None, None, h.digest(), None, object_path=path, map_sizes=map_sizes)
+    return Unit(('object', path), None, None, h.digest(), map_sizes, object_path=path)
 
 
 class Request:
@@ -206,7 +203,8 @@ def make_unit(req, key, point, source, includes):
         h.update(b'%d:' % len(part) + part)
     for name, content in includes:
         h.update(b'%d:%s%d:' % (len(name), name.encode(), len(content)) + content)
-    return Unit(key, text, cflags, h.digest(), tun)
+    sizes = None if tun is None else {spec.name: spec.max_entries(tun) for spec in layout.MAPS}
+    return Unit(key, text, cflags, h.digest(), sizes)
 
 
 def digest(unit, function):

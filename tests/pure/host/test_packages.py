@@ -9,20 +9,19 @@ import pytest
 from ansible_collections.edgeft.failover.plugins.filter.packages import target_packages, target_packages_failure
 from ansible_collections.edgeft.failover.plugins.module_utils.host import packages
 
-DEBIAN = {"os_family": "Debian", "distribution": "Debian", "distribution_major_version": "12",
-          "kernel": "6.1.0-18-amd64"}
-UBUNTU = {"os_family": "Debian", "distribution": "Ubuntu", "distribution_major_version": "24",
-          "kernel": "6.8.0-45-generic"}
-ROCKY = {"os_family": "RedHat", "distribution": "Rocky", "distribution_major_version": "9",
-         "kernel": "5.14.0-427.13.1.el9_4.x86_64"}
-ALMA = {"os_family": "RedHat", "distribution": "AlmaLinux", "distribution_major_version": "9",
-        "kernel": "5.14.0-503.11.1.el9_5.x86_64"}
-RHEL8 = {"os_family": "RedHat", "distribution": "RedHat", "distribution_major_version": "8",
-         "kernel": "4.18.0-553.el8_10.x86_64"}
-SUSE = {"os_family": "Suse", "distribution": "openSUSE Leap", "distribution_major_version": "15",
-        "kernel": "6.4.0-150600.23.25-default"}
-ARCH = {"os_family": "Archlinux", "distribution": "Archlinux", "distribution_major_version": "NA",
-        "kernel": "6.11.5-arch1-1"}
+
+def facts(os_family, distribution, major, kernel):
+    """The four facts the package choice reads (ansible_facts names)."""
+    return {"os_family": os_family, "distribution": distribution, "distribution_major_version": major, "kernel": kernel}
+
+
+DEBIAN = facts("Debian", "Debian", "12", "6.1.0-18-amd64")
+UBUNTU = facts("Debian", "Ubuntu", "24", "6.8.0-45-generic")
+ROCKY = facts("RedHat", "Rocky", "9", "5.14.0-427.13.1.el9_4.x86_64")
+ALMA = facts("RedHat", "AlmaLinux", "9", "5.14.0-503.11.1.el9_5.x86_64")
+RHEL8 = facts("RedHat", "RedHat", "8", "4.18.0-553.el8_10.x86_64")
+SUSE = facts("Suse", "openSUSE Leap", "15", "6.4.0-150600.23.25-default")
+ARCH = facts("Archlinux", "Archlinux", "NA", "6.11.5-arch1-1")
 
 ACCEPTED = [
     ("debian-object", DEBIAN, "object", "apt", ["libbpf1", "python3-pyroute2"]),
