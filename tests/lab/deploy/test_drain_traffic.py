@@ -53,6 +53,20 @@ def set_plane_a(lab, state):
     assert recap == {SRC: (1, 0)}, 'plane_state.yml %s: expected one change on %s:\n%s' % (state, SRC, out[-4000:])
 
 
+def switch_plane_a(lab, streams, state, action):
+    """Drain or undrain plane a on r1h1 with the streams marked around it; then the snapshots
+    that open and close a measuring window once the switch has settled."""
+    for stream in streams:
+        stream.mark(action)
+    set_plane_a(lab, state)
+    for stream in streams:
+        stream.mark(action + 'ed')
+    time.sleep(SETTLE)
+    opened = snapshot(lab)
+    time.sleep(WINDOW)
+    return opened, snapshot(lab)
+
+
 def snapshot(lab):
     """Per-plane data path counters of both hosts and switch port rx counters, at one moment."""
     snap = {'t': time.monotonic(), SRC: counters(lab, SRC), DST: counters(lab, DST)}
@@ -106,25 +120,9 @@ def test_drain_and_undrain_move_both_directions_without_loss(lab, family):
     with udp, tcp:
         time.sleep(WARMUP)
         s0 = snapshot(lab)
-        for stream in (udp, tcp):
-            stream.mark('drain')
-        set_plane_a(lab, 'drained')
-        for stream in (udp, tcp):
-            stream.mark('drained')
-        time.sleep(SETTLE)
-        s1 = snapshot(lab)
-        time.sleep(WINDOW)
-        s2 = snapshot(lab)
+        s1, s2 = switch_plane_a(lab, (udp, tcp), 'drained', 'drain')
         during = query(lab, [SRC, DST])
-        for stream in (udp, tcp):
-            stream.mark('undrain')
-        set_plane_a(lab, 'active')
-        for stream in (udp, tcp):
-            stream.mark('undrained')
-        time.sleep(SETTLE)
-        s3 = snapshot(lab)
-        time.sleep(WINDOW)
-        s4 = snapshot(lab)
+        s3, s4 = switch_plane_a(lab, (udp, tcp), 'active', 'undrain')
         after = query(lab, [SRC, DST])
     u, t = udp.result(), tcp.result()
     windows = {'drained': window(s1, s2), 'undrained': window(s3, s4)}
