@@ -71,14 +71,15 @@ def run_playbook(inventory, playbook, *extra):
     return proc.returncode, out, recap
 
 
-def deploy(lab, inventory, *extra):
-    """Run site.yml; (seconds, {host: changed tasks}); BenchmarkError if any host failed."""
+def deploy(lab, inventory, *extra, playbook='playbooks/site.yml'):
+    """Run site.yml (or another playbook of the fabric); (seconds, {host: changed tasks});
+    BenchmarkError if any host failed."""
     start = time.monotonic()
-    rc, out, recap = run_playbook(inventory, 'playbooks/site.yml', *extra)
+    rc, out, recap = run_playbook(inventory, playbook, *extra)
     seconds = time.monotonic() - start
     hosts = {h.name for h in lab.plan.hosts}
     if rc != 0 or set(recap) != hosts or any(failed for _changed, failed in recap.values()):
-        raise BenchmarkError('playbooks/site.yml %s failed (rc %d):\n%s' % (' '.join(extra), rc, out[-6000:]))
+        raise BenchmarkError('%s %s failed (rc %d):\n%s' % (playbook, ' '.join(extra), rc, out[-6000:]))
     return seconds, {host: changed for host, (changed, _failed) in sorted(recap.items())}
 
 

@@ -23,13 +23,13 @@ from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import
 from ansible_collections.edgeft.failover.plugins.module_utils.peers.apply import PeerTableApplyError
 from ansible_collections.edgeft.failover.plugins.module_utils.peers.run import peer_table
 from ansible_collections.edgeft.failover.plugins.module_utils.peers.spec import ARGUMENT_SPEC as PEER_TABLE_SPEC
+from ansible_collections.edgeft.failover.plugins.module_utils.program.restore_record import STEPS
 from ansible_collections.edgeft.failover.plugins.module_utils.program.run import run as run_program
 from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ARGUMENT_SPEC as PROGRAM_SPEC
 from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ProgramError
 
 DEFAULT_CONFIG = "/etc/edgeft/datapath.json"
 PROG = "edgeft-agent restore-datapath"
-STEPS = ("ebpf_program", "peer_table")
 
 
 class RestoreError(EdgeftError):

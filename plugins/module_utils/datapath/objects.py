@@ -87,10 +87,12 @@ def object_name(plane: int, digest_: str) -> str:
     return 'edgeft-p%d-%s%s' % (plane, digest_, SUFFIX)
 
 
-def build(plane: int, tunables: dict, bpf_dir: str, cache_dir: str, clang: str = 'clang') -> Built:
-    """The object of one plane's programs, compiled unless the cache has it."""
+def build(plane: int, tunables: dict, bpf_dir: str, cache_dir: str, clang: str = 'clang', compiler: str | None = None) -> Built:
+    """The object of one plane's programs, compiled unless the cache has it.
+
+    compiler: clang_version(clang), when the caller has it already."""
     defines = plane_defines(plane, tunables)
-    compiler = clang_version(clang)
+    compiler = compiler or clang_version(clang)
     name = digest(bpf_dir, defines, compiler, tunables)
     path = os.path.join(cache_dir, object_name(plane, name))
     if os.path.isfile(path):

@@ -1,4 +1,5 @@
-"""playbooks/site.yml on a fresh lab: --check changes nothing, a run deploys, a second run changes nothing."""
+"""playbooks/site.yml on a fresh lab: --check changes nothing, a run deploys, a second run changes
+nothing; playbooks/datapath.yml replaces the programs of the deployed lab and nothing else."""
 
 import json
 import os
@@ -16,10 +17,10 @@ def host_var(lab, host, name):
         return yaml.safe_load(f)['all']['children']['fabric']['hosts'][host][name]
 
 
-def refused_on_every_host(lab, message, *extra):
-    """site.yml with `extra` fails on every host with `message` and changes nothing: no task
+def refused_on_every_host(lab, message, *extra, playbook='playbooks/site.yml'):
+    """The playbook with `extra` fails on every host with `message` and changes nothing: no task
     changed, no map pinned."""
-    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *extra)
+    rc, out, recap = run_playbook(lab.inventory_path, playbook, *extra)
     assert rc != 0 and all(failed for _changed, failed in recap.values()), out[-3000:]
     assert message in out, out[-3000:]
     assert all(changed == 0 for changed, _failed in recap.values()), recap
@@ -60,6 +61,10 @@ def test_a_bad_backup_route_is_refused_before_any_change(fresh_lab, tmp_path):
     extra = tmp_path / 'routes.json'
     extra.write_text(json.dumps({'edgeft_backup_routes': routes}))
     refused_on_every_host(fresh_lab, 'edgeft_backup_routes[0].via[1].metric: 200', '-e', '@%s' % extra)
+
+
+def test_the_data_path_playbook_refuses_hosts_site_never_deployed(fresh_lab):
+    refused_on_every_host(fresh_lab, 'it was never deployed', playbook='playbooks/datapath.yml')
 
 
 def test_check_then_deploy_then_idempotent(fresh_lab, tmp_path):
@@ -128,6 +133,50 @@ def test_restore_at_boot_rebuilds_the_data_path(fresh_lab):
     assert recap == {h: (0, 0) for h in HOSTS}, 'site.yml after the restore changed something:\n' + out[-6000:]
     matrix = lab.ping_matrix()
     assert matrix.ok, matrix.format()
+
+
+def attached(lab):
+    """{(host, nic, direction): the tc filter line of edgeft's program}."""
+    return {(host, nic, d): next(line for line in tc_filters(lab, host, nic, d).splitlines() if 'edgeft:' in line)
+            for host in HOSTS for nic in ('fab0', 'fab1') for d in ('egress', 'ingress')}
+
+
+def objects_on(lab, host):
+    src = host_var(lab, host, 'edgeft_src_dir')
+    return sorted(os.path.join(src, n) for n in os.listdir(src) if n.endswith('.bpf.o'))
+
+
+def test_the_data_path_playbook_replaces_the_programs_alone(fresh_lab):
+    """A changed tunable through datapath.yml: every attach point gets a new program, the maps and
+    their contents stay, the record names the new objects and only they stay on the host; the
+    plane NICs and the agent's files are not touched; a second run changes nothing."""
+    from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
+
+    lab = fresh_lab
+    before = attached(lab)
+    agent_config = {h: os.stat(host_var(lab, h, 'edgeft_agent_config')).st_mtime_ns for h in HOSTS}
+    changed = ('-e', '{"ebpf_failover_defines": {"EDGEFT_SEEN_RES_NS": 300000}}')
+    try:
+        rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/datapath.yml', *changed)
+        assert rc == 0, out[-6000:]
+        after = attached(lab)
+        assert all(after[point] != before[point] for point in before), 'not every attach point was replaced'
+        for host in HOSTS:
+            record = json.load(open(os.path.join(host_var(lab, host, 'edgeft_state_dir'), 'datapath.json')))
+            named = sorted({a['object'] for a in record['ebpf_program']['attach']})
+            assert objects_on(lab, host) == named and len(named) == 2, (objects_on(lab, host), named)
+            assert os.stat(host_var(lab, host, 'edgeft_agent_config')).st_mtime_ns == agent_config[host]
+            with DatapathMaps.open_pinned(str(lab.pin_root(host))) as maps:
+                assert len(maps.peer_ids()) == len(HOSTS) - 1
+        assert 'is healthy' in out, out[-3000:]
+        rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/datapath.yml', *changed)
+        assert rc == 0, out[-6000:]
+        assert recap == {h: (0, 0) for h in HOSTS}, 'a second run changed something:\n' + out[-6000:]
+        matrix = lab.ping_matrix()
+        assert matrix.ok, matrix.format()
+    finally:  # the next test starts from site.yml's programs
+        rc, out, _recap = run_playbook(lab.inventory_path, 'playbooks/datapath.yml')
+        assert rc == 0, out[-6000:]
 
 
 def test_site_persists_one_plan_per_host(fresh_lab, tmp_path):
