@@ -61,7 +61,8 @@ from edgeft_lab import Lab  # noqa: E402
 from edgeft_lab.inventory import PYTHON as TARGET_PYTHON  # noqa: E402
 from edgeft_lab.vm.image import MIRRORS, SUITE  # noqa: E402
 from redeploy_under_load import (  # noqa: E402
-    DEFAULT_DEFINES, BenchmarkError, ansible_env, attached_programs, compare_programs, deploy, lab_down, run_reported,
+    DATAPATH, DEFAULT_DEFINES, SITE, BenchmarkError, ansible_env, attached_programs, compare_programs, deploy, lab_down,
+    run_reported,
 )
 
 from ansible_collections.edgeft.failover.plugins.module_utils.host.packages import LOADERS, target_packages  # noqa: E402
@@ -81,9 +82,8 @@ LARGEST = 5
 SLOWEST_TASKS = 5
 PROGRAM_TASK = 'Load and attach the failover programs'
 OBJECT_TASK = "Build the data path's objects"
-SITE = 'playbooks/site.yml'
 # The redeploys of changed programs: the report's key and the playbook that runs it.
-REDEPLOYS = (('redeploy', SITE), ('datapath_redeploy', 'playbooks/datapath.yml'))
+REDEPLOYS = (('redeploy', SITE), ('datapath_redeploy', DATAPATH))
 BPF_DIR = REPO / 'bpf'
 
 _INST = re.compile(r'^Inst (\S+)(?: \[[^\]]*\])? \((\S+) ', re.M)

@@ -42,6 +42,8 @@ from edgeft_lab.errors import LabError  # noqa: E402
 from edgeft_lab.traffic import UdpStream  # noqa: E402
 
 DEFAULT_DEFINES = {'EDGEFT_SEEN_RES_NS': 200000}
+SITE = 'playbooks/site.yml'
+DATAPATH = 'playbooks/datapath.yml'  # the data path alone
 STREAMS = (('r1h1', 'r2h1'), ('r2h1', 'r1h1'))
 DIRECTIONS = ('ingress', 'egress')
 _RECAP = re.compile(r'^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)', re.M)
@@ -71,7 +73,7 @@ def run_playbook(inventory, playbook, *extra):
     return proc.returncode, out, recap
 
 
-def deploy(lab, inventory, *extra, playbook='playbooks/site.yml'):
+def deploy(lab, inventory, *extra, playbook=SITE):
     """Run site.yml (or another playbook of the fabric); (seconds, {host: changed tasks});
     BenchmarkError if any host failed."""
     start = time.monotonic()
@@ -149,8 +151,11 @@ def under_streams(lab, pps, family, seconds=None, action=None, lead=1.0, tail=1.
     return [stream_figures(s.result()) for s in streams], ran, returned
 
 
-def run_benchmark(pps=10_000, family=4, lead=1.0, tail=1.0, baseline=None, defines=None, log=None, loader=None):
+def run_benchmark(pps=10_000, family=4, lead=1.0, tail=1.0, baseline=None, defines=None, log=None, loader=None,
+                  playbook=SITE):
     """The whole benchmark on a lab of its own; returns the report (see benchmarks/README.md).
+
+    playbook: the redeploy's playbook, site.yml or datapath.yml (the first deployment is site.yml's).
 
     baseline: seconds of the baseline run; None = as long as the redeploy run, 0 = none.
     loader: ebpf_failover_loader for both deployments (None: the role's default, object).
@@ -164,7 +169,7 @@ def run_benchmark(pps=10_000, family=4, lead=1.0, tail=1.0, baseline=None, defin
         raise BenchmarkError('edgeft.failover is not on the collections path: run scripts/bootstrap.sh first')
     lab = Lab('default', name='bench-%s' % uuid.uuid4().hex[:6])
     report = {'lab': lab.name, 'hosts': [h.name for h in lab.plan.hosts], 'pps': pps, 'family': family,
-              'defines': defines, 'loader': loader or 'object'}
+              'defines': defines, 'loader': loader or 'object', 'playbook': playbook}
     with_loader = ('-e', json.dumps({'ebpf_failover_loader': loader})) if loader else ()
     with tempfile.TemporaryDirectory(prefix='edgeft-bench-') as tmp:
         inventory = Path(tmp) / 'hosts.yml'
@@ -175,10 +180,10 @@ def run_benchmark(pps=10_000, family=4, lead=1.0, tail=1.0, baseline=None, defin
             report['deploy_s'], report['deploy_changed'] = deploy(lab, inventory, *with_loader)
             before = attached_programs(lab)
 
-            log('redeploy with defines %s under %d pps in each direction' % (json.dumps(defines), pps))
+            log('redeploy through %s with defines %s under %d pps in each direction' % (playbook, json.dumps(defines), pps))
             extra = ('-e', json.dumps({'ebpf_failover_defines': defines}), *with_loader)
             streams, ran, (seconds, changed) = under_streams(
-                lab, pps, family, action=lambda: deploy(lab, inventory, *extra), lead=lead, tail=tail)
+                lab, pps, family, action=lambda: deploy(lab, inventory, *extra, playbook=playbook), lead=lead, tail=tail)
             programs = compare_programs(before, attached_programs(lab))
             replaced = {host: all(p['replaced'] for p in points.values()) and bool(points)
                         for host, points in programs.items()}
@@ -228,9 +233,9 @@ def format_table(report):
         'redeploy under load: lab %s, %d hosts, UDP %d pps per stream, IPv%d, defines %s, loader %s'
         % (report['lab'], len(report['hosts']), report['pps'], report['family'], json.dumps(report['defines']),
            report['loader']),
-        'first deploy %.1f s; redeploy (site.yml, programs rebuilt and every host replacing them in place) %.1f s; '
+        'first deploy %.1f s; redeploy (%s, programs rebuilt and every host replacing them in place) %.1f s; '
         'programs replaced: %d of %d attach points, hosts %s'
-        % (report['deploy_s'], red['duration_s'], swapped, points,
+        % (report['deploy_s'], os.path.basename(report['playbook']), red['duration_s'], swapped, points,
            ', '.join('%s %s' % (h, 'yes' if ok else 'NO') for h, ok in red['replaced'].items())),
         '',
         '%-9s %-12s %8s %9s %9s %6s %11s %9s %10s %10s' % (
@@ -269,13 +274,15 @@ def main(argv=None):
                         % json.dumps(DEFAULT_DEFINES).replace('%', '%%'))
     parser.add_argument('--loader', choices=('object', 'bcc'), default=None,
                         help='ebpf_failover_loader of both deployments (default: the role\'s, object)')
+    parser.add_argument('--playbook', choices=(SITE, DATAPATH), default=SITE,
+                        help='the redeploy\'s playbook (default %s; the first deployment is always site.yml\'s)' % SITE)
     parser.add_argument('--json', action='store_true', help='print the report as JSON')
     args = parser.parse_args(argv)
     if not 1 <= args.pps <= 20_000:
         parser.error('--pps must be 1..20000')
     status, report = run_reported('redeploy_under_load', lambda log: run_benchmark(
         pps=args.pps, family=args.family, lead=args.lead, tail=args.tail, baseline=args.baseline, defines=args.defines,
-        log=log, loader=args.loader), args.json, format_table)
+        log=log, loader=args.loader, playbook=args.playbook), args.json, format_table)
     if status:
         return status
     if not report['redeploy']['all_replaced']:

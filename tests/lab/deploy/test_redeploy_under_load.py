@@ -1,9 +1,10 @@
 """Redeploying a changed data path under load loses no packet (benchmarks/redeploy_under_load.py, shortened).
 
-playbooks/site.yml runs again with changed compile-time defines while 10 kpps UDP streams run
-r1h1 -> r2h1 and back: the programs are rebuilt (once on the controller for the object loader,
-on every host for bcc) and every host replaces them in place (tc replace), and not one packet
-may be lost, with either loader. The programs must really have been replaced: a new program id
+A lab deployed by site.yml is redeployed with changed compile-time defines while 10 kpps UDP
+streams run r1h1 -> r2h1 and back: the programs are rebuilt (once on the controller for the
+object loader, on every host for bcc) and every host replaces them in place (tc replace), and not
+one packet may be lost, with either loader and through either playbook: the object loader's
+redeploy runs playbooks/datapath.yml (the data path alone), bcc's runs site.yml (everything). The programs must really have been replaced: a new program id
 at every attach point of every host, and a change reported by every host. Run with -s to see
 the figures.
 """
@@ -11,16 +12,16 @@ the figures.
 from __future__ import annotations
 
 import pytest
-from redeploy_under_load import format_table, run_benchmark  # benchmarks/
+from redeploy_under_load import DATAPATH, SITE, format_table, run_benchmark  # benchmarks/
 
 HOSTS = ('r1h1', 'r1h2', 'r2h1', 'r2h2')
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('loader', ['object', 'bcc'])
-def test_redeploy_replaces_every_program_without_loss(loader):
+@pytest.mark.parametrize('loader, playbook', [('object', DATAPATH), ('bcc', SITE)], ids=['object', 'bcc'])
+def test_redeploy_replaces_every_program_without_loss(loader, playbook):
     report = run_benchmark(pps=10_000, lead=0.5, tail=0.5, baseline=2.0, defines={'EDGEFT_SEEN_RES_NS': 200000},
-                           loader=loader)
+                           loader=loader, playbook=playbook)
     print('\n' + format_table(report))
 
     redeploy = report['redeploy']
