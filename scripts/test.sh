@@ -36,6 +36,6 @@ rm -f "${sanity_log}"
 
 stage "pytest"
 # Exit status 5 (no tests collected) fails the run like any other failure.
-# The 25 slowest tests are listed before the summary, so every run shows where its time went;
+# The 60 slowest tests are listed before the summary, so every run shows where its time went;
 # pytest's summary stays the last line: CI reads it.
-python -m pytest --durations=25 "$@"
+python -m pytest --durations=60 "$@"
