@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout, objects
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
-from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ProgramError
+from ansible_collections.edgeft.failover.plugins.module_utils.program.errors import ProgramError
 
 ARGUMENT_SPEC = dict(
     src_dir=dict(type='path', required=True),

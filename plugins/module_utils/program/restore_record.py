@@ -16,7 +16,7 @@ import os
 
 from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import objects
-from ansible_collections.edgeft.failover.plugins.module_utils.program.spec import ProgramError
+from ansible_collections.edgeft.failover.plugins.module_utils.program.errors import ProgramError
 
 # The modules whose arguments the record holds, in the order the restore runs them.
 STEPS = ('ebpf_program', 'peer_table')

@@ -13,7 +13,7 @@ import re
 
 from ansible_collections.edgeft.failover.plugins.module_utils import constants, tc
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout, layout_check
-from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
+from ansible_collections.edgeft.failover.plugins.module_utils.program.errors import ProgramError
 
 NAME_PREFIX = 'edgeft:'
 DIRECTIONS = ('ingress', 'egress')
@@ -54,10 +54,6 @@ ARGUMENT_SPEC = dict(
     unpin_maps=dict(type='bool', default=False),
     state_dir=dict(type='path', default=DEFAULT_STATE_DIR),
 )
-
-
-class ProgramError(EdgeftError):
-    """Bad input or a failed change; the text names the option or what was rolled back."""
 
 
 class Point:
