@@ -21,10 +21,11 @@ For each loader of ebpf_failover_loader (object, bcc):
 3. deploy: on a lab of its own per loader (default topology, 4 hosts, a unique name, torn down
    at the end, also on errors and Ctrl-C): playbooks/site.yml (first deploy, timed), then
    site.yml with a changed define (EDGEFT_SEEN_RES_NS), so every host replaces its programs
-   (the object loader compiles once, on the controller); each run with -e
-   ebpf_failover_loader=LOADER and an empty object cache of its own. Program ids must change at
-   every attach point. The slowest host's ebpf_program task and the bpf_object task are timed
-   from Ansible's junit callback.
+   (the object loader compiles once, on the controller), then playbooks/datapath.yml with
+   another value; each run with -e ebpf_failover_loader=LOADER and one object cache, empty at
+   the start. Program ids must change at every attach point. The slowest host's task that loads
+   the programs (the datapath module) and the bpf_object task are timed from Ansible's junit
+   callback.
 
 It prints one table with both loaders and the ratio object / bcc, or the report as JSON with
 --json. Exit status: 0 when it measured, 1 on errors (not root, bootstrap missing, mmdebstrap,
@@ -459,7 +460,8 @@ def rows(report):
             ('  attach points replaced', {lo: _replaced_cell(labs, lo, 'redeploy') for lo in labs}, ''),
             ('datapath.yml redeploy, changed define (s)', {lo: _get(labs, lo, 'datapath_redeploy', 'duration_s') for lo in labs},
              'goal: object <= %.0f s' % REDEPLOY_GOAL_S),
-            ('  ebpf_program task, slowest host (s)', {lo: _get(labs, lo, 'datapath_redeploy', 'program_task_s') for lo in labs}, ''),
+            ('  datapath task, slowest host (s)', {lo: _get(labs, lo, 'datapath_redeploy', 'program_task_s') for lo in labs},
+             'programs, peer table, record'),
             ('  bpf_object task (controller) (s)', {lo: _get(labs, lo, 'datapath_redeploy', 'object_task_s') for lo in labs}, ''),
             ('  CPU, all processes (s)', {lo: _get(labs, lo, 'datapath_redeploy', 'cpu_s') for lo in labs},
              'controller + 4 targets, one machine'),

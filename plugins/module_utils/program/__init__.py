@@ -1,7 +1,7 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Logic of the ebpf_program module: validate, plan, apply, roll back; and of the two
-modules around it, bpf_object (build the objects) and datapath_record (the restore's record).
+modules around it: bpf_object (build the objects) and the record of the datapath module.
 
 Loads tc programs - prebuilt objects with libbpf, or the source compiled with bcc on the
 target - and attaches them as direct-action bpf filters on clsact qdiscs (tc.py). Kept free
@@ -35,6 +35,6 @@ Split by job:
 - run: the module end to end: validate, plan, apply present or absent with
   rollback, report.
 - build_objects: the bpf_object module, on the controller: one object per plane, cached.
-- restore_record: the datapath_record module: the restore at boot's record, and the objects
+- restore_record: the datapath module's record of what the restore at boot applies, and the objects
   it no longer names removed.
 """

@@ -1,6 +1,6 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The datapath_record module: the record the restore at boot reads (restore.py), written
+"""The record the restore at boot reads (restore.py), written by the datapath module: written
 whole, and the objects it no longer names removed in the same run.
 
 The record holds the arguments the last deployment gave each step (STEPS), in JSON with
@@ -41,12 +41,14 @@ def named_objects(record: dict) -> set:
     return {os.path.normpath(p) for p in named if isinstance(p, str) and p}
 
 
-def _validate(params):
+def validate(params, path_option='path'):
+    """(path, record, prune_objects), or ProgramError naming the option (the record file's is
+    `path_option`: the datapath module calls it record)."""
     path, record, prune = params.get('path'), params.get('record'), params.get('prune_objects')
     if not path or not os.path.isabs(path):
-        raise ProgramError('path: %r must be an absolute path (the role uses <state_dir>/datapath.json)' % (path,))
+        raise ProgramError('%s: %r must be an absolute path (the role uses <state_dir>/datapath.json)' % (path_option, path))
     if os.path.isdir(path):
-        raise ProgramError('path: %s is a directory; name the record file in it' % path)
+        raise ProgramError('%s: %s is a directory; name the record file in it' % (path_option, path))
     if not isinstance(record, dict):
         raise ProgramError('record: a dict with the arguments of %s is required' % ' and '.join(STEPS))
     missing = [s for s in STEPS if not isinstance(record.get(s), dict)]
@@ -77,7 +79,7 @@ def stale_objects(directory: str, keep: set) -> list:
 
 def run(params, check_mode=False):
     """{'changed', 'path', 'removed', 'diff'}; check mode changes nothing and says what would change."""
-    path, record, prune = _validate(params)
+    path, record, prune = validate(params)
     after = render(record)
     try:
         with open(path) as f:

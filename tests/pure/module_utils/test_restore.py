@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ansible_collections.edgeft.failover.plugins.module_utils import restore
+from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.peers import spec as peers
 from ansible_collections.edgeft.failover.plugins.module_utils.program import spec
 
@@ -46,3 +47,21 @@ def test_bad_records_are_refused(tmp_path, content, message):
 def test_an_unknown_argument_is_refused():
     with pytest.raises(restore.RestoreError, match="unknown argument 'colour'"):
         restore.with_defaults(peers.ARGUMENT_SPEC, {"pin_root": "/p", "planes": [], "peers": [], "colour": 1})
+
+
+# The datapath module's core (restore.run): what is refused before either step changes anything.
+# None of these reaches the kernel: a refusal that came too late would fail differently here
+# (the program step needs root and pinned maps).
+@pytest.mark.parametrize("params, message", [
+    ({"ebpf_program": {"pin_root": "/p", "attach": [], "colour": "red"}, "peer_table": {}},
+     "ebpf_program: unknown argument 'colour'"),
+    ({"ebpf_program": {"pin_root": "/p", "attach": [{"interface": "fab0", "direction": "egress", "shape": 1}]},
+      "peer_table": {}}, r"ebpf_program.attach\[0\]: unknown argument 'shape'"),
+    ({"ebpf_program": {"pin_root": "/p", "attach": []}, "peer_table": {}, "record": "datapath.json"},
+     "record: 'datapath.json' must be an absolute path"),
+    ({"ebpf_program": {"pin_root": "/p", "attach": []}, "peer_table": {}, "prune_objects": "/usr/local/lib/edgeft/bpf"},
+     "prune_objects: needs record"),
+])
+def test_the_datapath_module_refuses_bad_input_before_any_step(params, message):
+    with pytest.raises(EdgeftError, match=message):
+        restore.run(params)

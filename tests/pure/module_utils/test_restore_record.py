@@ -1,4 +1,4 @@
-"""program/restore_record.py (the datapath_record module): the record written whole and as
+"""program/restore_record.py (the datapath module's record): the record written whole and as
 to_nice_json would, the objects it no longer names removed after it, bad input refused."""
 
 from __future__ import annotations
