@@ -62,7 +62,7 @@ from edgeft_lab import Lab  # noqa: E402
 from edgeft_lab.inventory import PYTHON as TARGET_PYTHON  # noqa: E402
 from edgeft_lab.vm.image import MIRRORS, SUITE  # noqa: E402
 from redeploy_under_load import (  # noqa: E402
-    DATAPATH, DEFAULT_DEFINES, SITE, BenchmarkError, ansible_env, attached_programs, compare_programs, deploy, lab_down,
+    DATAPATH, DEFAULT_DEFINES, SITE, BenchmarkError, ansible_env, attached_programs, deploy, lab_down, replacement,
     run_reported,
 )
 
@@ -367,15 +367,6 @@ def timed_deploy(lab, inventory, loader, work, tag, *extra, playbook=SITE):
     return {'duration_s': round(seconds, 3), 'cpu_s': cpu['cpu_s'], 'changed': changed,
             'program_task_s': task_seconds(times, PROGRAM_TASK), 'object_task_s': task_seconds(times, OBJECT_TASK) if loader == 'object' else None,
             'slowest_tasks': [{'task': name, 'seconds': round(sec, 2)} for name, sec in slowest]}
-
-
-def replacement(before, after):
-    """Which attach points a redeploy replaced, from the programs attached before and after it."""
-    programs = compare_programs(before, after)
-    replaced = {host: bool(points) and all(p['replaced'] for p in points.values()) for host, points in programs.items()}
-    return {'programs': programs, 'replaced': replaced, 'all_replaced': all(replaced.values()),
-            'attach_points': sum(len(p) for p in programs.values()),
-            'attach_points_replaced': sum(p['replaced'] for pts in programs.values() for p in pts.values())}
 
 
 def measure_loader(loader, parts, log):

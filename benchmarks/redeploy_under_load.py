@@ -114,6 +114,15 @@ def compare_programs(before, after):
     return out
 
 
+def replacement(before, after):
+    """Which attach points a redeploy replaced, from the programs attached before and after it."""
+    programs = compare_programs(before, after)
+    replaced = {host: bool(points) and all(p['replaced'] for p in points.values()) for host, points in programs.items()}
+    return {'programs': programs, 'replaced': replaced, 'all_replaced': all(replaced.values()),
+            'attach_points': sum(len(p) for p in programs.values()),
+            'attach_points_replaced': sum(p['replaced'] for pts in programs.values() for p in pts.values())}
+
+
 def stream_figures(result):
     """The figures of one UdpResult that the report shows (JSON-able)."""
     return {
@@ -184,11 +193,8 @@ def run_benchmark(pps=10_000, family=4, lead=1.0, tail=1.0, baseline=None, defin
             extra = ('-e', json.dumps({'ebpf_failover_defines': defines}), *with_loader)
             streams, ran, (seconds, changed) = under_streams(
                 lab, pps, family, action=lambda: deploy(lab, inventory, *extra, playbook=playbook), lead=lead, tail=tail)
-            programs = compare_programs(before, attached_programs(lab))
-            replaced = {host: all(p['replaced'] for p in points.values()) and bool(points)
-                        for host, points in programs.items()}
-            report['redeploy'] = {'duration_s': round(seconds, 3), 'changed': changed, 'programs': programs,
-                                  'replaced': replaced, 'all_replaced': all(replaced.values())}
+            report['redeploy'] = {'duration_s': round(seconds, 3), 'changed': changed,
+                                  **replacement(before, attached_programs(lab))}
             report['runs'] = {'redeploy': {'seconds': round(ran, 3), 'streams': streams}}
 
             # The same time as the redeploy run: its streams' sleeps plus the playbook.
@@ -227,8 +233,7 @@ def run_reported(name, run, as_json, table, errors=()):
 def format_table(report):
     """The report as a human-readable table."""
     red = report['redeploy']
-    points = sum(len(p) for p in red['programs'].values())
-    swapped = sum(p['replaced'] for pts in red['programs'].values() for p in pts.values())
+    points, swapped = red['attach_points'], red['attach_points_replaced']
     lines = [
         'redeploy under load: lab %s, %d hosts, UDP %d pps per stream, IPv%d, defines %s, loader %s'
         % (report['lab'], len(report['hosts']), report['pps'], report['family'], json.dumps(report['defines']),

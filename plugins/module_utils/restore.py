@@ -111,8 +111,8 @@ def run(params: dict, check_mode: bool = False):
     cfg = {step: params.get(step) for step in restore_record.STEPS}
     record = None
     if params.get("record"):
-        record = {"path": params["record"], "record": cfg, "prune_objects": params.get("prune_objects")}
-        restore_record.validate(record, path_option="record")  # before any change
+        record = restore_record.validate({"path": params["record"], "record": cfg, "prune_objects": params.get("prune_objects")},
+                                         path_option="record")  # before any change
     elif params.get("prune_objects"):
         raise RestoreError("prune_objects: needs record (the objects kept are the ones the record names)")
     program = apply_program(cfg["ebpf_program"], check_mode)
@@ -129,7 +129,7 @@ def run(params: dict, check_mode: bool = False):
         step_diff = step_result.pop("diff")
         diff["before"][step], diff["after"][step] = step_diff["before"], step_diff["after"]
     if record is not None:
-        written, _none = restore_record.run(record, check_mode)
+        written, _none = restore_record.write(*record, check_mode=check_mode)
         record_diff = written.pop("diff")
         diff["before"]["record"], diff["after"]["record"] = record_diff["before"], record_diff["after"]
         result["record"] = written

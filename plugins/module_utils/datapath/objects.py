@@ -28,6 +28,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors im
 
 SOURCE = 'failover_tc.c'
 PROGRAMS = ('edgeft_egress', 'edgeft_ingress')
+PREFIX = 'edgeft-p'  # every object's name: PREFIX<plane>-<digest>SUFFIX
 SUFFIX = '.bpf.o'
 # Bump when the build command changes what an object holds for the same inputs.
 _DIGEST_SCHEME = b'edgeft-bpf-object/2'
@@ -84,19 +85,25 @@ def digest(bpf_dir: str, defines: list, compiler: str, tunables: dict) -> str:
 
 
 def object_name(plane: int, digest_: str) -> str:
-    return 'edgeft-p%d-%s%s' % (plane, digest_, SUFFIX)
+    return '%s%d-%s%s' % (PREFIX, plane, digest_, SUFFIX)
+
+
+def cached(plane: int, tunables: dict, bpf_dir: str, cache_dir: str, compiler: str) -> Built:
+    """Where build() puts the object of one plane's programs, and whether it is there
+    already; builds nothing. compiler: clang_version() of the clang that builds it."""
+    name = digest(bpf_dir, plane_defines(plane, tunables), compiler, tunables)
+    path = os.path.join(cache_dir, object_name(plane, name))
+    return Built(path, name, plane, os.path.isfile(path))
 
 
 def build(plane: int, tunables: dict, bpf_dir: str, cache_dir: str, clang: str = 'clang', compiler: str | None = None) -> Built:
     """The object of one plane's programs, compiled unless the cache has it.
 
     compiler: clang_version(clang), when the caller has it already."""
-    defines = plane_defines(plane, tunables)
-    compiler = compiler or clang_version(clang)
-    name = digest(bpf_dir, defines, compiler, tunables)
-    path = os.path.join(cache_dir, object_name(plane, name))
-    if os.path.isfile(path):
-        return Built(path, name, plane, True)
+    found = cached(plane, tunables, bpf_dir, cache_dir, compiler or clang_version(clang))
+    if found.cached:
+        return found
+    path, defines = found.path, plane_defines(plane, tunables)
     os.makedirs(cache_dir, exist_ok=True)
     with open(os.path.join(bpf_dir, SOURCE), 'rb') as f:
         text = f.read() + b'\n' + layout_check.c_asserts(layout.tunables(tunables)).encode()
@@ -117,7 +124,7 @@ def build(plane: int, tunables: dict, bpf_dir: str, cache_dir: str, clang: str =
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return Built(path, name, plane, False)
+    return found
 
 
 def check_layout(bpf_object, pinned_max_entries=None) -> dict:

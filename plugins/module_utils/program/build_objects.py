@@ -47,13 +47,6 @@ def _validate(params):
     return os.path.normpath(src_dir), sorted(set(planes)), tunables, os.path.normpath(cache_dir)
 
 
-def _cached(plane, tunables, src_dir, cache_dir, compiler):
-    """What build() would return, computed without building (check mode)."""
-    digest = objects.digest(src_dir, objects.plane_defines(plane, tunables), compiler, tunables)
-    path = os.path.join(cache_dir, objects.object_name(plane, digest))
-    return objects.Built(path, digest, plane, os.path.isfile(path))
-
-
 def run(params, check_mode=False):
     """{'changed', 'objects': [{plane, path, file, digest, cached}]}; check mode computes the digests only."""
     src_dir, planes, tunables, cache_dir = _validate(params)
@@ -61,7 +54,7 @@ def run(params, check_mode=False):
     try:
         compiler = objects.clang_version(clang)
         if check_mode:
-            built = [_cached(plane, tunables, src_dir, cache_dir, compiler) for plane in planes]
+            built = [objects.cached(plane, tunables, src_dir, cache_dir, compiler) for plane in planes]
         else:
             # One clang per plane, side by side: each is a process of its own.
             with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:

@@ -20,13 +20,6 @@ from ansible_collections.edgeft.failover.plugins.module_utils.program.errors imp
 
 # The modules whose arguments the record holds, in the order the restore runs them.
 STEPS = ('ebpf_program', 'peer_table')
-OBJECT_PREFIX = 'edgeft-p'
-
-ARGUMENT_SPEC = dict(
-    path=dict(type='path', required=True),
-    record=dict(type='dict', required=True),
-    prune_objects=dict(type='path'),
-)
 
 
 def render(record: dict) -> str:
@@ -71,15 +64,20 @@ def stale_objects(directory: str, keep: set) -> list:
         return []
     stale = []
     for name in sorted(names):
-        full = os.path.join(directory, name)
-        if name.startswith(OBJECT_PREFIX) and name.endswith(objects.SUFFIX) and full not in keep and os.path.isfile(full):
+        full = os.path.normpath(os.path.join(directory, name))  # as named_objects() spells them
+        if name.startswith(objects.PREFIX) and name.endswith(objects.SUFFIX) and full not in keep and os.path.isfile(full):
             stale.append(full)
     return stale
 
 
 def run(params, check_mode=False):
     """{'changed', 'path', 'removed', 'diff'}; check mode changes nothing and says what would change."""
-    path, record, prune = validate(params)
+    return write(*validate(params), check_mode=check_mode)
+
+
+def write(path, record, prune, check_mode=False):
+    """run() on what validate() returned: the record at path, then the objects in prune that it
+    does not name removed."""
     after = render(record)
     try:
         with open(path) as f:
@@ -87,7 +85,7 @@ def run(params, check_mode=False):
     except FileNotFoundError:
         before = ''
     except OSError as e:
-        raise ProgramError('path: cannot read %s: %s' % (path, e.strerror or e)) from None
+        raise ProgramError('cannot read %s: %s' % (path, e.strerror or e)) from None
     removed = stale_objects(prune, named_objects(record)) if prune else []
     if not check_mode:
         if before != after:
