@@ -1,7 +1,7 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The target_packages and target_packages_failure filters (documented in target_packages.yml and
-target_packages_failure.yml)."""
+"""The target_packages, target_packages_query, target_packages_missing and target_packages_failure
+filters (each documented in its own .yml beside this file)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,17 @@ def target_packages_failure(plan, error=""):
     return packages.install_failed(plan.get("packages", []), plan.get("manager", ""), error)
 
 
+def target_packages_query(plan):
+    """The command (argv) listing which of target_packages' packages are installed on the target."""
+    return packages.installed_query(plan if isinstance(plan, dict) else {})
+
+
+def target_packages_missing(plan, query_output=""):
+    """target_packages' packages that target_packages_query's output does not show installed."""
+    return packages.missing(plan if isinstance(plan, dict) else {}, query_output)
+
+
 class FilterModule:
     def filters(self):
-        return {"target_packages": target_packages, "target_packages_failure": target_packages_failure}
+        return {"target_packages": target_packages, "target_packages_query": target_packages_query,
+                "target_packages_missing": target_packages_missing, "target_packages_failure": target_packages_failure}

@@ -4,7 +4,9 @@
 ebpf_failover role installs, or why it installs none (the user installs them and sets
 ebpf_failover_install_packages: false), and what to say when the installation fails.
 
-Pure: the filters target_packages and target_packages_failure call it with the target's facts.
+Pure: the filters target_packages and target_packages_failure call it with the target's facts;
+target_packages_query and target_packages_missing find which packages are installed already, so
+that a host that has them all runs no package manager (its cache alone costs seconds).
 """
 
 from __future__ import annotations
@@ -107,3 +109,31 @@ def install_failed(packages, manager: str, error="") -> str:
         message += ". %s" % EPEL_NOTE
     brief = _brief(error)
     return message + (". %s said: %s" % (manager or "the package manager", brief) if brief else "")
+
+
+# One line per installed package: "name=status" (dpkg: status "ii" when installed). rpm prints a
+# second line with the full name, which is how the plan names a kernel-devel package.
+_QUERIES = {
+    "apt": ["dpkg-query", "--show", "--showformat=${Package}=${db:Status-Abbrev}\\n"],
+    "dnf": ["rpm", "--query", "--queryformat=%{NAME}=ii\\n%{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}=ii\\n"],
+}
+
+
+def installed_query(plan: dict) -> list:
+    """The command (argv) that lists which of a target_packages plan's packages are installed;
+    [] when the plan has no packages."""
+    names = list((plan or {}).get("packages") or [])
+    query = _QUERIES.get((plan or {}).get("manager", ""))
+    return query + names if names and query else []
+
+
+def missing(plan: dict, query_output) -> list:
+    """The plan's packages that installed_query's output does not show installed, in the plan's
+    order. A package the query cannot show (a virtual one, or no query output at all) counts as
+    missing: the package manager then decides, as it would without the query."""
+    installed = set()
+    for line in str(query_output or "").splitlines():
+        name, separator, status = line.partition("=")
+        if separator and status.startswith("ii"):
+            installed.add(name.strip())
+    return [name for name in (plan or {}).get("packages") or [] if name not in installed]

@@ -1,15 +1,36 @@
-"""playbooks/site.yml on a fresh lab: --check changes nothing, a run deploys, a second run changes
-nothing; playbooks/datapath.yml replaces the programs of the deployed lab and nothing else."""
+"""playbooks/site.yml on a fresh lab: --check changes nothing, a run deploys and persists each
+host's network configuration, a second run changes nothing; playbooks/datapath.yml replaces the
+programs of the deployed lab and nothing else."""
 
 import json
 import os
 import re
 import subprocess
 
+import pytest
 import yaml
 from deploy_helpers import pinned, run_playbook, tc_filters
 
 HOSTS = ('r1h1', 'r1h2', 'r2h1', 'r2h2')
+BACKUP_ROUTES = [{'dst': '198.18.250.0/24', 'via': [{'interface': 'fab0', 'metric': 100}, {'interface': 'fab1', 'metric': 200}]}]
+
+
+@pytest.fixture(scope='module')
+def persisted(tmp_path_factory):
+    """site.yml's options for a renderer (ifupdown) and backup routes: each host's plane NICs and
+    routes persisted into a scratch root per host (lab hosts share the machine's /etc). Every
+    site.yml run of this module passes them, so each finds what the others persisted."""
+    roots = tmp_path_factory.mktemp('roots')
+    for host in HOSTS:
+        program = roots / host / 'sbin' / 'ifup'  # detection needs the renderer's program in the root
+        program.parent.mkdir(parents=True)
+        program.write_text('')
+        interfaces = roots / host / 'etc' / 'network' / 'interfaces'  # as Debian installs it
+        interfaces.parent.mkdir(parents=True)
+        interfaces.write_text('source /etc/network/interfaces.d/*\n')
+    extra = ('-e', 'edgeft_persist=ifupdown', '-e', 'network_persist_root=%s/{{ inventory_hostname }}' % roots,
+             '-e', '{"edgeft_backup_routes": %s}' % json.dumps(BACKUP_ROUTES))
+    return roots, extra
 
 
 def host_var(lab, host, name):
@@ -67,10 +88,13 @@ def test_the_data_path_playbook_refuses_hosts_site_never_deployed(fresh_lab):
     refused_on_every_host(fresh_lab, 'it was never deployed', playbook='playbooks/datapath.yml')
 
 
-def test_check_then_deploy_then_idempotent(fresh_lab, tmp_path):
-    """From a controller that never built the objects (an empty cache): check, deploy, again."""
+def test_check_then_deploy_then_idempotent(fresh_lab, persisted, tmp_path):
+    """From a controller that never built the objects (an empty cache): check, deploy, again.
+    With a renderer chosen, the deploy also writes each host's plane NICs and backup routes into
+    one configuration per interface, and the second run finds that unchanged too."""
     lab = fresh_lab
-    cache = ('-e', 'edgeft_object_cache=%s' % (tmp_path / 'objects'))
+    roots, persist = persisted
+    cache = ('-e', 'edgeft_object_cache=%s' % (tmp_path / 'objects')) + persist
 
     rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', '--check', *cache)
     assert rc == 0, out[-6000:]
@@ -81,6 +105,7 @@ def test_check_then_deploy_then_idempotent(fresh_lab, tmp_path):
         assert pinned(lab, host) == [], 'check mode pinned maps on %s' % host
         for ifname in ('fab0', 'fab1'):
             assert 'edgeft' not in tc_filters(lab, host, ifname, 'egress')
+        assert not (roots / host / 'etc' / 'network' / 'interfaces.d').exists(), 'check mode persisted on %s' % host
 
     rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *cache)
     assert rc == 0, out[-6000:]
@@ -89,6 +114,13 @@ def test_check_then_deploy_then_idempotent(fresh_lab, tmp_path):
         for ifname in ('fab0', 'fab1'):
             for direction in ('egress', 'ingress'):
                 assert 'edgeft:edgeft_%s' % direction in tc_filters(lab, host, ifname, direction)
+    fab0 = (roots / 'r1h1' / 'etc' / 'network' / 'interfaces.d' / '60-edgeft-fab0').read_text()
+    assert 'address 198.18.1.11/16' in fab0 or '198.18.1.11/16' in fab0, fab0
+    assert 'table 60901' in fab0 and '198.18.250.0/24' in fab0 and 'metric 100' in fab0, fab0
+    fab1 = (roots / 'r1h1' / 'etc' / 'network' / 'interfaces.d' / '60-edgeft-fab1').read_text()
+    assert '198.18.250.0/24' in fab1 and 'metric 200' in fab1, fab1
+    sysctls = (roots / 'r1h1' / 'etc' / 'sysctl.d' / '60-edgeft.conf').read_text()
+    assert re.search(r'^net\.ipv4\.conf\.fab0\.rp_filter\s*=\s*2$', sysctls, re.M), sysctls
 
     rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *cache)
     assert rc == 0, out[-6000:]
@@ -99,7 +131,7 @@ def test_check_then_deploy_then_idempotent(fresh_lab, tmp_path):
     assert matrix.ok, matrix.format()
 
 
-def test_restore_at_boot_rebuilds_the_data_path(fresh_lab):
+def test_restore_at_boot_rebuilds_the_data_path(fresh_lab, persisted):
     """What a reboot loses - tc filters, pinned maps, neighbour entries - comes back from
     `edgeft-agent restore-datapath` and the recorded arguments, without Ansible; a
     site.yml run afterwards finds nothing to change."""
@@ -128,7 +160,7 @@ def test_restore_at_boot_rebuilds_the_data_path(fresh_lab):
     with DatapathMaps.open_pinned(str(lab.pin_root(host))) as maps:
         assert len(maps.peer_ids()) == len(HOSTS) - 1
 
-    rc, out, recap = run_playbook(lab.inventory_path)
+    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *persisted[1])
     assert rc == 0, out[-6000:]
     assert recap == {h: (0, 0) for h in HOSTS}, 'site.yml after the restore changed something:\n' + out[-6000:]
     matrix = lab.ping_matrix()
@@ -177,33 +209,3 @@ def test_the_data_path_playbook_replaces_the_programs_alone(fresh_lab):
     finally:  # the next test starts from site.yml's programs
         rc, out, _recap = run_playbook(lab.inventory_path, 'playbooks/datapath.yml')
         assert rc == 0, out[-6000:]
-
-
-def test_site_persists_one_plan_per_host(fresh_lab, tmp_path):
-    """With a renderer chosen, site.yml writes each host's plane NICs and backup routes into
-    one configuration per interface (here ifupdown, into a scratch root per host: lab hosts
-    share the machine's /etc); a second run changes nothing."""
-    lab = fresh_lab
-    roots = tmp_path / 'roots'
-    for host in HOSTS:
-        program = roots / host / 'sbin' / 'ifup'  # detection needs the renderer's program in the root
-        program.parent.mkdir(parents=True)
-        program.write_text('')
-        interfaces = roots / host / 'etc' / 'network' / 'interfaces'  # as Debian installs it
-        interfaces.parent.mkdir(parents=True)
-        interfaces.write_text('source /etc/network/interfaces.d/*\n')
-    routes = [{'dst': '198.18.250.0/24', 'via': [{'interface': 'fab0', 'metric': 100}, {'interface': 'fab1', 'metric': 200}]}]
-    extra = ('-e', 'edgeft_persist=ifupdown', '-e', 'network_persist_root=%s/{{ inventory_hostname }}' % roots,
-             '-e', '{"edgeft_backup_routes": %s}' % json.dumps(routes))
-    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *extra)
-    assert rc == 0, out[-6000:]
-    fab0 = (roots / 'r1h1' / 'etc' / 'network' / 'interfaces.d' / '60-edgeft-fab0').read_text()
-    assert 'address 198.18.1.11/16' in fab0 or '198.18.1.11/16' in fab0, fab0
-    assert 'table 60901' in fab0 and '198.18.250.0/24' in fab0 and 'metric 100' in fab0, fab0
-    fab1 = (roots / 'r1h1' / 'etc' / 'network' / 'interfaces.d' / '60-edgeft-fab1').read_text()
-    assert '198.18.250.0/24' in fab1 and 'metric 200' in fab1, fab1
-    sysctls = (roots / 'r1h1' / 'etc' / 'sysctl.d' / '60-edgeft.conf').read_text()
-    assert re.search(r'^net\.ipv4\.conf\.fab0\.rp_filter\s*=\s*2$', sysctls, re.M), sysctls
-    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/site.yml', *extra)
-    assert rc == 0, out[-6000:]
-    assert recap == {h: (0, 0) for h in HOSTS}, 'second run changed something:\n' + out[-6000:]

@@ -126,41 +126,8 @@ def test_bad_input_is_refused_naming_the_variable(lab):
         assert all(changed == 0 for changed, _failed in recap.values()), recap
 
 
-def test_uninstall_puts_every_host_back_and_a_second_run_changes_nothing(lab, tmp_path):
-    before = snapshots(lab)
-    started = time.monotonic()
-    for mode in (('--check',), ()):  # on hosts edgeft never touched: nothing to do, nothing created
-        out, recap = play(lab, UNINSTALL, *mode)
-        assert recap == {host: (0, 0) for host in HOSTS}, out[-6000:]
-    assert_same(before, snapshots(lab), 'an uninstall of hosts edgeft never touched')
-    noop_s = time.monotonic() - started
-
-    deploy(lab)
-    leave_drain_and_agent_leftovers(lab, tmp_path)
-    deployed = snapshots(lab)
-    assert deployed['r1h1']['path %s' % (lab.roots / 'r1h1' / 'etc')] != before['r1h1']['path %s' % (lab.roots / 'r1h1' / 'etc')]
-
-    _out, recap = play(lab, UNINSTALL, '--check')
-    assert all(changed > 0 for changed, _failed in recap.values()), recap
-    assert_same(deployed, snapshots(lab), 'uninstall --check')
-
-    started = time.monotonic()
-    out, recap = play(lab, UNINSTALL)
-    uninstall_s = time.monotonic() - started
-    assert all(changed > 0 for changed, _failed in recap.values()), recap
-    assert_same(before, snapshots(lab), 'the hosts after site.yml and uninstall.yml')
-
-    started = time.monotonic()
-    _out, recap = play(lab, UNINSTALL)
-    again_s = time.monotonic() - started
-    assert recap == {host: (0, 0) for host in HOSTS}, 'a second uninstall changed something:\n' + _out[-6000:]
-    matrix = lab.ping_matrix()
-    assert matrix.ok, matrix.format()
-    print('\nuninstall: no-op runs (check + real) %.1f s, uninstall %.1f s, second run %.1f s' % (noop_s, uninstall_s, again_s))
-
-
-def test_a_host_steering_traffic_is_refused_then_an_uninstall_under_traffic_loses_nothing(lab):
-    deploy(lab)
+def refuse_a_host_steering_traffic(lab):
+    """An uninstall of a host with a drained plane (steering traffic) is refused and changes nothing."""
     play(lab, 'playbooks/plane_state.yml', '-e', 'edgeft_hosts=r1h1', '-e', 'edgeft_plane=a', '-e', 'edgeft_plane_state=drained',
          hosts=['r1h1'])
     rc, out, recap = run_playbook(lab.inventory_path, UNINSTALL, *lab.extra, '-e', 'edgeft_hosts=r1h1', env=ONE_LINE_RESULTS)
@@ -170,8 +137,11 @@ def test_a_host_steering_traffic_is_refused_then_an_uninstall_under_traffic_lose
     play(lab, 'playbooks/plane_state.yml', '-e', 'edgeft_hosts=r1h1', '-e', 'edgeft_plane=a', '-e', 'edgeft_plane_state=active',
          hosts=['r1h1'])
 
-    # Both families, across racks, to r2h1's plane-a addresses, which the lab made and the
-    # uninstall keeps; every host is uninstalled at once while they run.
+
+def uninstall_under_traffic(lab):
+    """playbooks/uninstall.yml on every host at once while streams of both families run across
+    the racks to r2h1's plane-a addresses (the lab made them; the uninstall keeps them); nothing
+    may be lost. Returns the run's output, recap and seconds."""
     streams = [UdpStream(lab, 'r1h1', 'r2h1', plane='a', family=family, pps=PPS) for family in (4, 6)]
     for stream in streams:
         stream.start()
@@ -180,7 +150,7 @@ def test_a_host_steering_traffic_is_refused_then_an_uninstall_under_traffic_lose
         for stream in streams:
             stream.mark('uninstall')
         started = time.monotonic()
-        play(lab, UNINSTALL)
+        out, recap = play(lab, UNINSTALL)
         uninstall_s = time.monotonic() - started
         for stream in streams:
             stream.mark('uninstalled')
@@ -194,5 +164,39 @@ def test_a_host_steering_traffic_is_refused_then_an_uninstall_under_traffic_lose
     for r in results:
         assert r.sent > PPS * uninstall_s * 0.5, r.summary()
         assert r.lost == 0 and r.socket_drops == 0, r.summary()
+    return out, recap, uninstall_s
+
+
+def test_uninstall_puts_every_host_back_under_traffic_and_a_second_run_changes_nothing(lab, tmp_path):
+    """Also: a host steering traffic is refused before any change (one deployment serves both)."""
+    before = snapshots(lab)
+    started = time.monotonic()
+    for mode in (('--check',), ()):  # on hosts edgeft never touched: nothing to do, nothing created
+        out, recap = play(lab, UNINSTALL, *mode)
+        assert recap == {host: (0, 0) for host in HOSTS}, out[-6000:]
+    assert_same(before, snapshots(lab), 'an uninstall of hosts edgeft never touched')
+    noop_s = time.monotonic() - started
+
+    deploy(lab)
+    refuse_a_host_steering_traffic(lab)
+    leave_drain_and_agent_leftovers(lab, tmp_path)
+    deployed = snapshots(lab)
+    assert deployed['r1h1']['path %s' % (lab.roots / 'r1h1' / 'etc')] != before['r1h1']['path %s' % (lab.roots / 'r1h1' / 'etc')]
+
+    _out, recap = play(lab, UNINSTALL, '--check')
+    assert all(changed > 0 for changed, _failed in recap.values()), recap
+    assert_same(deployed, snapshots(lab), 'uninstall --check')
+
+    _out, recap, uninstall_s = uninstall_under_traffic(lab)
+    assert all(changed > 0 for changed, _failed in recap.values()), recap
+    assert_same(before, snapshots(lab), 'the hosts after site.yml and uninstall.yml')
     for host in HOSTS:
         assert pinned(lab, host) == []
+
+    started = time.monotonic()
+    _out, recap = play(lab, UNINSTALL)
+    again_s = time.monotonic() - started
+    assert recap == {host: (0, 0) for host in HOSTS}, 'a second uninstall changed something:\n' + _out[-6000:]
+    matrix = lab.ping_matrix()
+    assert matrix.ok, matrix.format()
+    print('\nuninstall: no-op runs (check + real) %.1f s, uninstall %.1f s, second run %.1f s' % (noop_s, uninstall_s, again_s))

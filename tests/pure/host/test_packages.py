@@ -127,3 +127,37 @@ def test_offline_message_shortens_a_long_error_and_omits_a_missing_one():
     assert message.endswith(". apt said: " + "x" * (packages.ERROR_CHARS - 3) + "...")
     assert target_packages_failure(plan, "").endswith("then set ebpf_failover_install_packages: false")
     assert target_packages_failure(plan, None) == target_packages_failure(plan)
+
+
+def test_the_query_lists_the_plan_s_packages_for_its_package_manager():
+    from ansible_collections.edgeft.failover.plugins.filter.packages import target_packages_query
+
+    debian = target_packages(DEBIAN, "object")
+    assert target_packages_query(debian) == [
+        "dpkg-query", "--show", "--showformat=${Package}=${db:Status-Abbrev}\\n", "libbpf1", "python3-pyroute2"]
+    rocky = target_packages_query(target_packages(ROCKY, "bcc"))
+    assert rocky[:2] == ["rpm", "--query"] and rocky[3:] == [
+        "python3-bcc", "python3-pyroute2", "kernel-devel-5.14.0-427.13.1.el9_4.x86_64"]
+    # A refused target has no packages, so no query; nor has garbage.
+    assert target_packages_query(target_packages(SUSE, "object")) == []
+    assert target_packages_query(None) == [] and target_packages_query("apt") == []
+
+
+def test_only_what_the_query_does_not_show_installed_is_missing():
+    from ansible_collections.edgeft.failover.plugins.filter.packages import target_packages_missing
+
+    debian = target_packages(DEBIAN, "bcc")
+    # dpkg-query's output: installed ("ii"), removed with its configuration kept ("rc"); a
+    # package the database does not know is only named on stderr.
+    output = "python3-bpfcc=ii \npython3-pyroute2=rc \n"
+    assert target_packages_missing(debian, output) == ["python3-pyroute2", "linux-headers-6.1.0-18-amd64"]
+    everything = "".join("%s=ii \n" % name for name in debian["packages"])
+    assert target_packages_missing(debian, everything) == []
+    # No output (the query could not run): everything is missing, the package manager decides.
+    assert target_packages_missing(debian, "") == debian["packages"]
+    assert target_packages_missing(debian, None) == debian["packages"]
+    # rpm: the kernel-devel package is named with its version, as the plan names it.
+    rocky = target_packages(ROCKY, "bcc")
+    rpm_output = ("python3-bcc=ii\npython3-bcc-0.28.0-5.el9.x86_64=ii\npackage python3-pyroute2 is not installed\n"
+                  "kernel-devel=ii\nkernel-devel-5.14.0-427.13.1.el9_4.x86_64=ii\n")
+    assert target_packages_missing(rocky, rpm_output) == ["python3-pyroute2"]
