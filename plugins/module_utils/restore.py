@@ -111,8 +111,7 @@ def run(params: dict, check_mode: bool = False):
     cfg = {step: params.get(step) for step in restore_record.STEPS}
     record = None
     if params.get("record"):
-        record = restore_record.validate({"path": params["record"], "record": cfg, "prune_objects": params.get("prune_objects")},
-                                         path_option="record")  # before any change
+        record = restore_record.validate(params["record"], cfg, params.get("prune_objects"))  # before any change
     elif params.get("prune_objects"):
         raise RestoreError("prune_objects: needs record (the objects kept are the ones the record names)")
     program = apply_program(cfg["ebpf_program"], check_mode)

@@ -34,10 +34,9 @@ def named_objects(record: dict) -> set:
     return {os.path.normpath(p) for p in named if isinstance(p, str) and p}
 
 
-def validate(params, path_option='path'):
-    """(path, record, prune_objects), or ProgramError naming the option (the record file's is
-    `path_option`: the datapath module calls it record)."""
-    path, record, prune = params.get('path'), params.get('record'), params.get('prune_objects')
+def validate(path, record, prune, path_option='record'):
+    """(path, record, prune), or ProgramError naming the option: the record file's is
+    `path_option` (the datapath module's record), the objects' directory's prune_objects."""
     if not path or not os.path.isabs(path):
         raise ProgramError('%s: %r must be an absolute path (the role uses <state_dir>/datapath.json)' % (path_option, path))
     if os.path.isdir(path):
@@ -70,14 +69,10 @@ def stale_objects(directory: str, keep: set) -> list:
     return stale
 
 
-def run(params, check_mode=False):
-    """{'changed', 'path', 'removed', 'diff'}; check mode changes nothing and says what would change."""
-    return write(*validate(params), check_mode=check_mode)
-
-
 def write(path, record, prune, check_mode=False):
-    """run() on what validate() returned: the record at path, then the objects in prune that it
-    does not name removed."""
+    """On what validate() returned: the record at path, then the objects in prune that it does
+    not name removed. ({'changed', 'path', 'removed', 'diff'}, warnings); check mode changes
+    nothing and says what would change."""
     after = render(record)
     try:
         with open(path) as f:

@@ -95,12 +95,25 @@ def _read(lab, host, argv):
     return subprocess.run(lab.exec_argv(host, argv), capture_output=True, text=True, check=True).stdout
 
 
+def set_plane_a_of_r1h1(lab, state):
+    play(lab, 'playbooks/plane_state.yml', '-e', 'edgeft_hosts=r1h1', '-e', 'edgeft_plane=a', '-e', 'edgeft_plane_state=%s' % state,
+         hosts=['r1h1'])
+
+
+def assert_r1h1_refused_while_steering(lab):
+    """With r1h1's plane a drained (r1h1 steers traffic), an uninstall of r1h1 is refused and changes nothing."""
+    rc, out, recap = run_playbook(lab.inventory_path, UNINSTALL, *lab.extra, '-e', 'edgeft_hosts=r1h1', env=ONE_LINE_RESULTS)
+    assert rc != 0 and recap == {'r1h1': (0, 1)}, out[-3000:]
+    assert any('plane a is drained' in m for m in failure_messages(out)['r1h1']), out[-3000:]
+    assert 'edgeft_peers_v1' in pinned(lab, 'r1h1')
+
+
 def leave_drain_and_agent_leftovers(lab, tmp_path):
-    """What a drain and a stopped agent leave: the agent's rules and the routes of its backup table."""
-    play(lab, 'playbooks/plane_state.yml', '-e', 'edgeft_hosts=r1h1', '-e', 'edgeft_plane=a', '-e', 'edgeft_plane_state=drained',
-         hosts=['r1h1'])
-    play(lab, 'playbooks/plane_state.yml', '-e', 'edgeft_hosts=r1h1', '-e', 'edgeft_plane=a', '-e', 'edgeft_plane_state=active',
-         hosts=['r1h1'])
+    """What a drain and a stopped agent leave: the agent's rules and the routes of its backup
+    table. While the drain lasts, an uninstall of the host steering traffic is refused."""
+    set_plane_a_of_r1h1(lab, 'drained')
+    assert_r1h1_refused_while_steering(lab)
+    set_plane_a_of_r1h1(lab, 'active')
     agents = Agents(lab, lab.inventory_path, tmp_path)
     try:
         agents.start_all()
@@ -124,18 +137,6 @@ def test_bad_input_is_refused_naming_the_variable(lab):
         messages = failure_messages(out)
         assert all(any(message in m for m in messages.get(host, [])) for host in HOSTS), (message, messages)
         assert all(changed == 0 for changed, _failed in recap.values()), recap
-
-
-def refuse_a_host_steering_traffic(lab):
-    """An uninstall of a host with a drained plane (steering traffic) is refused and changes nothing."""
-    play(lab, 'playbooks/plane_state.yml', '-e', 'edgeft_hosts=r1h1', '-e', 'edgeft_plane=a', '-e', 'edgeft_plane_state=drained',
-         hosts=['r1h1'])
-    rc, out, recap = run_playbook(lab.inventory_path, UNINSTALL, *lab.extra, '-e', 'edgeft_hosts=r1h1', env=ONE_LINE_RESULTS)
-    assert rc != 0 and recap == {'r1h1': (0, 1)}, out[-3000:]
-    assert any('plane a is drained' in m for m in failure_messages(out)['r1h1']), out[-3000:]
-    assert 'edgeft_peers_v1' in pinned(lab, 'r1h1')
-    play(lab, 'playbooks/plane_state.yml', '-e', 'edgeft_hosts=r1h1', '-e', 'edgeft_plane=a', '-e', 'edgeft_plane_state=active',
-         hosts=['r1h1'])
 
 
 def uninstall_under_traffic(lab):
@@ -178,7 +179,6 @@ def test_uninstall_puts_every_host_back_under_traffic_and_a_second_run_changes_n
     noop_s = time.monotonic() - started
 
     deploy(lab)
-    refuse_a_host_steering_traffic(lab)
     leave_drain_and_agent_leftovers(lab, tmp_path)
     deployed = snapshots(lab)
     assert deployed['r1h1']['path %s' % (lab.roots / 'r1h1' / 'etc')] != before['r1h1']['path %s' % (lab.roots / 'r1h1' / 'etc')]

@@ -34,9 +34,16 @@ def params(tmp_path, rec, prune=None):
     return {'path': str(tmp_path / 'state' / 'datapath.json'), 'record': rec, 'prune_objects': prune}
 
 
+def run(p, check_mode=False):
+    """validate() then write(), as the datapath module runs them (the record file's option is
+    named path here)."""
+    return restore_record.write(*restore_record.validate(p['path'], p['record'], p['prune_objects'], path_option='path'),
+                                check_mode=check_mode)
+
+
 def test_the_record_is_written_then_the_unnamed_objects_go(tmp_path, objects_dir):
     keep = [str(objects_dir / 'edgeft-p0-bbbb.bpf.o'), str(objects_dir / 'edgeft-p1-bbbb.bpf.o')]
-    result, warnings = restore_record.run(params(tmp_path, record(*keep), str(objects_dir)))
+    result, warnings = run(params(tmp_path, record(*keep), str(objects_dir)))
     assert result['changed'] and not warnings
     assert result['removed'] == [str(objects_dir / 'edgeft-p0-aaaa.bpf.o'), str(objects_dir / 'edgeft-p1-aaaa.bpf.o')]
     assert sorted(os.listdir(objects_dir)) == ['edgeft-p0-bbbb.bpf.o', 'edgeft-p1-bbbb.bpf.o', 'edgeft-p9-dir.bpf.o',
@@ -48,20 +55,20 @@ def test_the_record_is_written_then_the_unnamed_objects_go(tmp_path, objects_dir
     # What the restore at boot reads is what was written.
     assert restore.load(str(tmp_path / 'state' / 'datapath.json')) == record(*keep)
 
-    again, _warnings = restore_record.run(params(tmp_path, record(*keep), str(objects_dir)))
+    again, _warnings = run(params(tmp_path, record(*keep), str(objects_dir)))
     assert not again['changed'] and again['removed'] == []
 
 
 def test_check_mode_says_what_would_change_and_changes_nothing(tmp_path, objects_dir):
     keep = [str(objects_dir / 'edgeft-p0-bbbb.bpf.o')]
-    result, _warnings = restore_record.run(params(tmp_path, record(*keep), str(objects_dir)), check_mode=True)
+    result, _warnings = run(params(tmp_path, record(*keep), str(objects_dir)), check_mode=True)
     assert result['changed'] and len(result['removed']) == 3
     assert result['diff']['before'] == '' and json.loads(result['diff']['after']) == record(*keep)
     assert not (tmp_path / 'state').exists() and len(os.listdir(objects_dir)) == 7
 
 
 def test_without_prune_objects_no_file_goes(tmp_path, objects_dir):
-    result, _warnings = restore_record.run(params(tmp_path, record()))
+    result, _warnings = run(params(tmp_path, record()))
     assert result['changed'] and result['removed'] == [] and len(os.listdir(objects_dir)) == 7
 
 
@@ -73,9 +80,9 @@ def test_without_prune_objects_no_file_goes(tmp_path, objects_dir):
 ])
 def test_bad_input_is_refused_naming_the_option(path, rec, prune, message):
     with pytest.raises(ProgramError, match=message):
-        restore_record.run({'path': path, 'record': rec, 'prune_objects': prune})
+        run({'path': path, 'record': rec, 'prune_objects': prune})
 
 
 def test_a_directory_as_the_record_is_refused(tmp_path):
     with pytest.raises(ProgramError, match='is a directory'):
-        restore_record.run({'path': str(tmp_path), 'record': record(), 'prune_objects': None})
+        run({'path': str(tmp_path), 'record': record(), 'prune_objects': None})
