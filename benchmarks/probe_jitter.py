@@ -10,9 +10,12 @@ idle rate. `--active` peers have traffic (probed every
 interval_ms), the others are idle (every idle_interval_ms).
 
 Lateness of a probe = when the agent sent it (the time stamped just before sendto) minus its
-timer's deadline. The run alternates quiet windows and windows in which a scraper process GETs
-/metrics (every `--scrape-every-ms`, 0 = back to back); the same agent, the same process, back to
-back, so a loaded machine loads both alike. Prints p50/p99/max lateness of each and the ratio.
+timer's deadline. The run cycles through three kinds of window: quiet; a scraper process GETs
+/metrics (every `--scrape-every-ms`, 0 = back to back) with a render for every scrape
+(metrics_min_interval_ms 0, as the agent rendered before the setting); the same scraper with the
+agent's default spacing of /metrics renders (metrics_min_interval_ms). The same agent, the same
+process, back to back, so a loaded machine loads every kind alike. Prints p50/p99/max lateness of
+each and the ratios to the quiet windows.
 
     sudo python benchmarks/probe_jitter.py [--peers 4096] [--active 64] [--idle-interval-ms 3600000]
                                            [--window-s 5] [--rounds 3] [--scrape-every-ms 100]
@@ -55,6 +58,7 @@ SO_RCVBUFFORCE = 33  # asm-generic/socket.h
 LISTEN = ("127.0.0.1", 9531)
 WARM_UP_S = 3.0  # first probes spread over one interval, the activity scan, a first resync
 GUARD_S = 0.3  # samples this close after a window starts are left out (a scrape may spill over)
+KINDS = ("quiet", "unspaced", "spaced")  # the windows, in this order in each round
 
 
 def peer_address(plane, peer_id):
@@ -163,9 +167,10 @@ def reflect(moved, ready, stop, realtime):
 
 
 def scrape(windows, path, every_s, results):
-    """GET `path` back to back or every `every_s` during each (start, end) monotonic window."""
-    took, sizes = [], []
-    for start, end in windows:
+    """GET `path` back to back or every `every_s` during each (start, end, kind) monotonic window;
+    puts {kind: figures}."""
+    took, sizes = {}, []
+    for start, end, kind in windows:
         while time.monotonic() < start:
             time.sleep(min(0.05, start - time.monotonic()))
         while time.monotonic() < end:
@@ -177,12 +182,13 @@ def scrape(windows, path, every_s, results):
             except OSError:
                 continue  # the agent not listening yet, or closing at the end
             if body.startswith(b"HTTP/1.0 200 "):  # not one cut short by the agent closing at the end
-                took.append(time.monotonic() - t0)
+                took.setdefault(kind, []).append(time.monotonic() - t0)
                 sizes.append(len(body))
             if every_s:
                 time.sleep(max(0.0, every_s - (time.monotonic() - t0)))
-    results.put({"scrapes": len(took), "scrape_ms_median": 1000 * sorted(took)[len(took) // 2] if took else None,
-                 "bytes_median": sorted(sizes)[len(sizes) // 2] if sizes else None})
+    bytes_median = sorted(sizes)[len(sizes) // 2] if sizes else None
+    results.put({kind: {"scrapes": len(t), "scrape_ms_median": 1000 * sorted(t)[len(t) // 2], "bytes_median": bytes_median}
+                 for kind, t in took.items()})
 
 
 def unshare_net():
@@ -239,10 +245,12 @@ def run(args):
     log = logging.getLogger("probe_jitter")
     logging.basicConfig(level=logging.WARNING)
     t0 = time.monotonic() + WARM_UP_S
-    windows = [(t0 + i * args.window_s, t0 + (i + 1) * args.window_s) for i in range(2 * args.rounds)]
+    windows = [(t0 + i * args.window_s, t0 + (i + 1) * args.window_s, KINDS[i % len(KINDS)])
+               for i in range(len(KINDS) * args.rounds)]
     results = ctx.Queue()
     # Forked before the agent opens its sockets: the scraper must hold none of them.
-    scraper = ctx.Process(target=scrape, args=(windows[1::2], args.path, args.scrape_every_ms / 1000, results), daemon=True)
+    scraping = [w for w in windows if w[2] != "quiet"]
+    scraper = ctx.Process(target=scrape, args=(scraping, args.path, args.scrape_every_ms / 1000, results), daemon=True)
     scraper.start()
     if args.realtime:
         # As the role runs the agent (ebpf_failover_agent_realtime, default true); the scraper,
@@ -254,9 +262,13 @@ def run(args):
         # Room for the replies to the first probes of every path, which all leave within one
         # interval after start (agent._add_path): the default buffer holds a few hundred.
         agent.prober.socket(plane, 4).setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
+    spacing = {"unspaced": 0, "spaced": cfg.metrics_min_interval_ms * MS}
+    starts = [(int(a * 1e9), kind) for a, _b, kind in windows]
     end_ns = int(windows[-1][1] * 1e9)
     try:
         while agent.clock() < end_ns:
+            while starts and agent.clock() >= starts[0][0]:  # a window begins: the spacing it runs with
+                agent.endpoint.spacing["/metrics"] = spacing.get(starts.pop(0)[1], 0)
             agent.turn()
         agent.endpoint.close()  # the scraper sees its last connection refused
         agent.endpoint = None
@@ -266,20 +278,22 @@ def run(args):
         scraper.join(5)
         reflector.join(5)
         agent.close()
-    by_kind = {"quiet": [], "scraping": []}
-    bounds = [(int((a + GUARD_S) * 1e9), int(b * 1e9), "quiet" if i % 2 == 0 else "scraping") for i, (a, b) in enumerate(windows)]
+    by_kind = {kind: [] for kind in KINDS}
+    bounds = [(int((a + GUARD_S) * 1e9), int(b * 1e9), kind) for a, b, kind in windows]
     for sent, late in zip(agent.sent_at, agent.late_ns):
         for a, b, kind in bounds:
             if a <= sent < b:
                 by_kind[kind].append(late)
                 break
-    quiet, busy = percentiles(by_kind["quiet"]), percentiles(by_kind["scraping"])
-    paths = len(agent.paths)
-    return {"peers": args.peers, "active": args.active, "paths": paths, "idle_interval_ms": args.idle_interval_ms, "realtime": args.realtime, "path": args.path,
-            "scrape_every_ms": args.scrape_every_ms, "window_s": args.window_s, "rounds": args.rounds,
-            "quiet": quiet, "scraping": busy, "scraper": scraped, "loadavg": os.getloadavg(),
-            "ratio_p99": busy["p99_ms"] / quiet["p99_ms"] if quiet["p99_ms"] else None,
-            "ratio_max": busy["max_ms"] / quiet["max_ms"] if quiet["max_ms"] else None}
+    figures = {kind: percentiles(values) for kind, values in by_kind.items()}
+    quiet = figures["quiet"]
+    ratios = {kind: {"p99": figures[kind]["p99_ms"] / quiet["p99_ms"] if quiet["p99_ms"] else None,
+                     "max": figures[kind]["max_ms"] / quiet["max_ms"] if quiet["max_ms"] else None}
+              for kind in KINDS[1:]}
+    return {"peers": args.peers, "active": args.active, "paths": len(agent.paths), "idle_interval_ms": args.idle_interval_ms,
+            "realtime": args.realtime, "path": args.path, "scrape_every_ms": args.scrape_every_ms, "window_s": args.window_s,
+            "rounds": args.rounds, "metrics_min_interval_ms": cfg.metrics_min_interval_ms, **figures,
+            "scraper": scraped, "loadavg": os.getloadavg(), "ratios": ratios}
 
 
 def table(r):
@@ -288,15 +302,18 @@ def table(r):
             "%d x %g s per kind; load average %.2f %.2f %.2f" % (
                 r["peers"], r["active"], r["idle_interval_ms"], r["paths"], "SCHED_RR 1" if r["realtime"] else "SCHED_OTHER",
                 r["path"], every, r["rounds"], r["window_s"], *r["loadavg"])
-    lines = [title, "", "%-10s %8s %8s %8s %8s %8s %12s" % ("", "probes", "p50 ms", "p99 ms", "max ms", "scrapes", "scrape ms")]
-    for kind in ("quiet", "scraping"):
-        q = r[kind]
-        scrapes = r["scraper"]["scrapes"] if kind == "scraping" else 0
-        took = r["scraper"]["scrape_ms_median"] if kind == "scraping" else None
-        took_text = "-" if took is None else "%.1f" % took
-        lines.append("%-10s %8d %8.3f %8.3f %8.3f %8d %12s"
-                     % (kind, q["probes"], q["p50_ms"], q["p99_ms"], q["max_ms"], scrapes, took_text))
-    lines.append("ratio p99 %.2f, max %.2f (scraping / quiet)" % (r["ratio_p99"], r["ratio_max"]))
+    lines = [title, "(unspaced: a render per scrape; spaced: metrics_min_interval_ms %d, the default)" % r["metrics_min_interval_ms"], "",
+             "%-10s %8s %8s %8s %8s %8s %12s %10s %10s" % (
+                 "", "probes", "p50 ms", "p99 ms", "max ms", "scrapes", "scrape ms", "p99 ratio", "max ratio")]
+    for kind in KINDS:
+        q, scraper = r[kind], r["scraper"].get(kind, {})
+        took = scraper.get("scrape_ms_median")
+        ratio = r["ratios"].get(kind)
+        lines.append("%-10s %8d %8.3f %8.3f %8.3f %8d %12s %10s %10s" % (
+            kind, q["probes"], q["p50_ms"], q["p99_ms"], q["max_ms"], scraper.get("scrapes", 0),
+            "-" if took is None else "%.1f" % took, "-" if ratio is None else "%.2f" % ratio["p99"],
+            "-" if ratio is None else "%.2f" % ratio["max"]))
+    lines.append("(ratios: the kind's figure / the quiet windows')")
     return "\n".join(lines)
 
 
@@ -307,7 +324,7 @@ def main(argv=None):
     p.add_argument("--idle-interval-ms", type=int, default=3600000,
                    help="probe interval of the idle peers (default 3600000: probed once, at start; see benchmarks/README.md)")
     p.add_argument("--window-s", type=float, default=5.0, help="seconds per quiet or scraping window (default 5)")
-    p.add_argument("--rounds", type=int, default=3, help="quiet + scraping window pairs (default 3)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of one window of each kind (default 3)")
     p.add_argument("--scrape-every-ms", type=int, default=100, help="scrape period, 0 = back to back (default 100)")
     p.add_argument("--path", default="/metrics", choices=("/metrics", "/status"), help="what the scraper GETs")
     p.add_argument("--no-realtime", dest="realtime", action="store_false",

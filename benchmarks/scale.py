@@ -39,7 +39,7 @@ for folder in (REPO / 'lab', REPO / 'benchmarks'):
         sys.path.insert(0, str(folder))
 
 from edgeft_lab import Lab  # noqa: E402
-from edgeft_lab.agents import Agents  # noqa: E402
+from edgeft_lab.agents import METRICS_TIMEOUT, Agents  # noqa: E402
 from edgeft_lab.errors import LabError  # noqa: E402
 from edgeft_lab.topology import load_topology  # noqa: E402
 from redeploy_under_load import BenchmarkError, deploy, lab_down, run_playbook  # noqa: E402
@@ -128,7 +128,7 @@ def agent_figures(lab, inventory, log_dir, window, log):
         seconds = time.monotonic() - start
         cpu = {host: 100.0 * (cpu_ticks(pids[host]) - ticks[host]) / CLOCK_TICKS / seconds for host in hosts}
         rate = {host: (probes_sent(agents, host) - sent[host]) / seconds for host in hosts}
-        series = [line for line in agents.get(hosts[0], '/metrics').decode().splitlines() if line and not line.startswith('#')]
+        series = [line for line in agents.get(hosts[0], '/metrics', METRICS_TIMEOUT).decode().splitlines() if line and not line.startswith('#')]
         log('  agents: %.2f %% CPU per host, %.0f probes/s per host' % (sum(cpu.values()) / len(cpu), sum(rate.values()) / len(rate)))
         return {
             'agent_cpu_pct': round(sum(cpu.values()) / len(cpu), 2),

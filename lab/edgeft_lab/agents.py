@@ -33,6 +33,7 @@ from .lab import Lab
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"  # targets run the agent with the system Python
 METRICS_PORT = 9531  # the role's default metrics_listen, on each namespace's own loopback
+METRICS_TIMEOUT = 5.0  # the agent's default spacing of /metrics renders (1 s), and the render
 
 
 class AgentError(LabError):
@@ -137,8 +138,10 @@ class Agents:
         return [e for e in self.status(host)["events"] if (kind is None or e["kind"] == kind) and e["t_ns"] >= since_ns]
 
     def metrics(self, host: str) -> dict[tuple[str, frozenset], float]:
-        """{(name, frozenset(labels)): value} of GET /metrics."""
-        return _collection_module("plugins.module_utils.agent.exposition").parse(self.get(host, "/metrics").decode())
+        """{(name, frozenset(labels)): value} of GET /metrics. A scrape within metrics_min_interval_ms
+        (1 s by default) of the last one waits for the next render: hence the longer timeout."""
+        text = self.get(host, "/metrics", METRICS_TIMEOUT).decode()
+        return _collection_module("plugins.module_utils.agent.exposition").parse(text)
 
     def cli(self, host: str, *args: str) -> tuple[int, str, str]:
         """`edgeft-agent <args> --config <host's>` in the host's namespace: (rc, stdout, stderr)."""

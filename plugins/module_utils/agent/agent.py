@@ -150,13 +150,18 @@ class Agent(PlaneWatch, RouteKeeper):
         self.resync(now)
         self._scan_activity(now)
         if self.cfg.metrics_listen:
-            self.endpoint = Endpoint(self.cfg.metrics_listen, self.selector, self._routes_http(), self.clock, self.log)
+            self.endpoint = self.open_endpoint(self.cfg.metrics_listen)
         now = self.clock()
         self.wheel.schedule(now + self.cfg.interval_ns, self._tick_planes)
         self.wheel.schedule(now + self.cfg.resync_ms * 1000000, self._tick_resync)
         self.wheel.schedule(now + ACTIVITY_SCAN_MS * 1000000, self._tick_activity)
         self.log.info("started: %d plane(s), %d peer(s), %d path(s); %s", len(self.planes), len(self.peers),
                       len(self.paths), self.cfg.summary())
+
+    def open_endpoint(self, address) -> Endpoint:
+        """/metrics and /status on address; /metrics renders at most once per metrics_min_interval_ms."""
+        return Endpoint(address, self.selector, self._routes_http(), self.clock, self.log,
+                        spacing={"/metrics": self.cfg.metrics_min_interval_ms * 1000000})
 
     def _routes_http(self) -> dict:
         """Called in the endpoint's render child (forkrender.py): a snapshot of this agent, off the loop."""
@@ -268,6 +273,9 @@ class Agent(PlaneWatch, RouteKeeper):
     def turn(self) -> None:
         now = self.clock()
         deadline = self.wheel.next_deadline()
+        render = self.endpoint.next_due() if self.endpoint is not None else None
+        if render is not None:
+            deadline = render if deadline is None else min(deadline, render)
         timeout = 1.0 if deadline is None else max(0.0, (deadline - now) / 1e9)
         for key, _mask in self.selector.select(timeout):
             key.data(key.fileobj)

@@ -34,6 +34,7 @@ DEFAULTS = {
     "metrics_listen": "127.0.0.1:9531",
     "resync_ms": 1000,
     "metrics_peers": 10,
+    "metrics_min_interval_ms": 1000,
     "log_level": "info",
 }
 
@@ -87,6 +88,7 @@ MAXIMUM = {
     "probe_tos": 255,
     "resync_ms": 3600000,
     "metrics_peers": 4096,
+    "metrics_min_interval_ms": 60000,
     "dampening.penalty": 1000000,
     "dampening.suppress": 1000000,
     "dampening.reuse": 1000000,
@@ -260,6 +262,7 @@ class Config:
         self.metrics_listen = _listen(d["metrics_listen"])
         self.resync_ms = _int(d, "resync_ms", 1)
         self.metrics_peers = _int(d, "metrics_peers", 0)
+        self.metrics_min_interval_ms = _int(d, "metrics_min_interval_ms", 0)
         if d["log_level"] not in LOG_LEVELS:
             raise ConfigError("log_level: expected one of %s, got %r" % (", ".join(LOG_LEVELS), d["log_level"]))
         self.log_level = d["log_level"]

@@ -8,6 +8,10 @@ the same selector as the probes: a client gets 1 s to send its request line.
 The answers are rendered and written by a forked child (forkrender.py): a
 render never runs in the loop, and a client that does not read holds up the
 child, not the loop. Errors (404, 405, 503) are a few bytes, written by the loop.
+
+A path may have a shortest time between two renders (`spacing`; /metrics: the agent's
+metrics_min_interval_ms): a request that comes sooner waits for the next render, so scrapers at
+any rate cost the loop at most one fork per interval.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ CLIENT_TIMEOUT_NS = 1000000000
 
 
 class Endpoint:
-    def __init__(self, address: tuple, selector, routes: dict, clock, log=None):
-        """routes: path -> callable() returning (content type, body bytes), called in the render child."""
+    def __init__(self, address: tuple, selector, routes: dict, clock, log=None, spacing=None):
+        """routes: path -> callable() returning (content type, body bytes), called in the render child.
+        spacing: path -> shortest time between two renders of it (ns); paths not in it, none."""
         host, port = address
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
@@ -39,7 +44,9 @@ class Endpoint:
         self.routes = routes
         self.clock = clock
         self.clients = {}  # socket -> (buffer, deadline) while its request is read
-        self.waiting = []  # [(socket, method, handler)]: complete requests for the next render
+        self.waiting = []  # [(socket, method, path)]: complete requests for the next render
+        self.spacing = dict(spacing or {})
+        self.rendered_at = {}  # path -> when its last render was handed to a child (ns)
         self.renders = ForkedRenders(log)
         selector.register(self.sock, selectors.EVENT_READ, self._accept)
 
@@ -79,14 +86,14 @@ class Endpoint:
         if len(line) < 2 or line[0] not in ("GET", "HEAD"):
             self._reply(conn, "GET", "405 Method Not Allowed", b"GET only\n")
             return
-        handler = self.routes.get(line[1].split("?", 1)[0])
-        if handler is None:
+        path = line[1].split("?", 1)[0]
+        if path not in self.routes:
             self._reply(conn, line[0], "404 Not Found", ("try %s\n" % " ".join(sorted(self.routes))).encode())
         elif len(self.waiting) >= MAX_WAITING:
             self._reply(conn, line[0], "503 Service Unavailable", b"too many requests waiting\n")
         else:
             self._forget(conn)
-            self.waiting.append((conn, line[0], handler))
+            self.waiting.append((conn, line[0], path))
 
     def _reply(self, conn, method: str, status: str, body: bytes) -> None:
         """A few bytes: one non-blocking send fits in any socket buffer."""
@@ -104,13 +111,30 @@ class Endpoint:
         for conn, (_buf, deadline) in list(self.clients.items()):
             if now > deadline:
                 self._close(conn)
-        if self.waiting and self.renders.reap():
-            batch, self.waiting = self.waiting, []
-            if not self.renders.start(batch, [self.sock] + list(self.clients)):
+        if not self.waiting:
+            self.renders.reap()
+            return
+        due = [w for w in self.waiting if self._due_at(w[2]) <= now]
+        if due and self.renders.reap():
+            self.waiting = [w for w in self.waiting if w not in due]
+            batch = [(conn, method, self.routes[path]) for conn, method, path in due]
+            if self.renders.start(batch, [self.sock] + list(self.clients) + [w[0] for w in self.waiting]):
+                self.rendered_at.update((path, now) for _conn, _method, path in due)
+            else:
                 for conn, method, _handler in batch:
                     self._reply(conn, method, "503 Service Unavailable", b"cannot render now\n")
-        elif not self.waiting:
-            self.renders.reap()
+
+    def next_due(self):
+        """When the earliest request that waits only for its path's spacing may be rendered (ns),
+        or None: the loop wakes up for it even when no probe is due. None while a render runs: its
+        end is seen at the next turn, which a probe timer brings soon enough."""
+        if self.renders.busy:
+            return None
+        return min((self._due_at(path) for _conn, _method, path in self.waiting), default=None)
+
+    def _due_at(self, path) -> int:
+        last = self.rendered_at.get(path)
+        return 0 if last is None else last + self.spacing.get(path, 0)
 
     def _forget(self, conn) -> None:
         """Stop reading conn: its request is complete."""

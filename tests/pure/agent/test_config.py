@@ -147,7 +147,8 @@ def test_the_role_documents_the_agents_bounds():
     """meta/argument_specs.yml states each timer's upper bound as agent/config.py enforces it."""
     specs = yaml.safe_load((REPO / "roles" / "ebpf_failover" / "meta" / "argument_specs.yml").read_text())
     options = specs["argument_specs"]["main"]["options"]
-    for setting in ("interval_ms", "idle_interval_ms", "active_window_ms", "multiplier", "hold_down_ms", "metrics_peers"):
+    for setting in ("interval_ms", "idle_interval_ms", "active_window_ms", "multiplier", "hold_down_ms", "metrics_peers",
+                    "metrics_min_interval_ms"):
         text = " ".join(options["ebpf_failover_agent_" + setting]["description"])
         assert str(MAXIMUM[setting]) in text, (setting, text)
     dampening = " ".join(options["ebpf_failover_agent_dampening"]["description"])

@@ -117,12 +117,57 @@ def test_requests_that_come_during_a_render_wait_and_share_the_next_one(served, 
         assert answer(client)[2] == expected
 
 
+def test_metrics_renders_are_spaced_and_a_request_in_between_waits_for_the_next(served):
+    """With a spacing for /metrics (the agent's metrics_min_interval_ms), a scrape that comes
+    sooner after the last render waits until the spacing has passed, then gets a fresh render;
+    /status, which has none, is rendered at once. The clock is the test's: no timing is asserted."""
+    agent, selector, endpoint = served
+    endpoint.routes["/status"] = lambda: ("application/json", b"{}")
+    endpoint.spacing["/metrics"] = 1000 * 1000000
+    now = [5 * 10 ** 9]
+    first = ask(endpoint, "/metrics")
+    pump(selector, endpoint, handed_over(endpoint), clock=lambda: now[0])
+    assert answer(first)[0] == "HTTP/1.0 200 OK"
+    pump(selector, endpoint, endpoint.renders.reap, clock=lambda: now[0])
+    assert endpoint.next_due() is None  # nothing waits
+    agent.totals["failovers"] += 1  # what the next render must show
+    second, status = ask(endpoint, "/metrics"), ask(endpoint, "/status")
+    pump(selector, endpoint, lambda: endpoint.renders.handed == 2 and [w[2] for w in endpoint.waiting] == ["/metrics"],
+         clock=lambda: now[0])
+    assert answer(status)[2] == b"{}"  # not held back by the /metrics spacing
+    pump(selector, endpoint, endpoint.renders.reap, clock=lambda: now[0])
+    assert endpoint.next_due() == now[0] + 1000 * 1000000  # the loop wakes up for it, probes or not
+    now[0] += 999 * 1000000
+    for _turn in range(100):
+        endpoint.expire(now[0])
+    assert [w[2] for w in endpoint.waiting] == ["/metrics"] and endpoint.renders.forks == 2
+    now[0] += 1000000
+    pump(selector, endpoint, handed_over(endpoint), clock=lambda: now[0])
+    assert endpoint.renders.forks == 3
+    assert answer(second)[2] == metrics.metrics(agent).encode()
+
+
+def test_the_agent_spaces_metrics_renders_as_configured():
+    planes = [{"name": "a", "interface": "fab0"}]
+    assert Config({"planes": planes}).metrics_min_interval_ms == 1000
+    assert Config({"planes": planes, "metrics_min_interval_ms": 0}).metrics_min_interval_ms == 0
+    for bad, message in ((-1, "must be at least 0"), (60001, "must be at most 60000"), ("1000", "expected an integer")):
+        with pytest.raises(ValueError, match="^metrics_min_interval_ms: " + message):
+            Config({"planes": planes, "metrics_min_interval_ms": bad})
+    agent = Agent(Config({"planes": planes, "state_dir": None, "metrics_min_interval_ms": 250}), maps=None, planes=[], log=None)
+    try:
+        agent.endpoint = agent.open_endpoint(("127.0.0.1", 0))
+        assert agent.endpoint.spacing == {"/metrics": 250 * 1000000}
+    finally:
+        agent.close()
+
+
 def quiet_agent():
     """A real Agent with no planes and no peers, its loop's probes stood in for by a timer that
     sends one UDP datagram per turn to `receiver`."""
     cfg = Config({"planes": [{"name": "a", "interface": "fab0"}], "state_dir": None})
     agent = Agent(cfg, maps=None, planes=[], log=None)
-    agent.endpoint = Endpoint(("127.0.0.1", 0), agent.selector, agent._routes_http(), agent.clock)
+    agent.endpoint = agent.open_endpoint(("127.0.0.1", 0))
     receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     receiver.bind(("127.0.0.1", 0))
     receiver.setblocking(False)
