@@ -31,6 +31,12 @@ options:
       - The prefix of edgeft's file names; letters, digits, C(_) and C(-) only.
     type: str
     required: true
+  state_dir:
+    description:
+      - Where the module records the directories it created under O(root) (C(network_files.json)); a run that
+        leaves one of them empty removes it, so that removing every file puts the tree back as it was.
+    type: path
+    default: /var/lib/edgeft
   files:
     description:
       - Every file edgeft should have under O(root) with O(prefix); edgeft's other files with that prefix are removed.
@@ -89,6 +95,12 @@ directories:
   type: list
   elements: str
   sample: ["etc/systemd/network"]
+removed_directories:
+  description: Directories this module had created that the run left empty, removed (or that would be), absolute paths.
+  returned: always
+  type: list
+  elements: str
+  sample: ["/etc/systemd/networkd.conf.d"]
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -101,6 +113,7 @@ def main():
     run_module(AnsibleModule, dict(
         root=dict(type='path', default='/'),
         prefix=dict(type='str', required=True),
+        state_dir=dict(type='path', default='/var/lib/edgeft'),
         files=dict(type='list', elements='dict', required=True, options=dict(
             path=dict(type='str', required=True),
             content=dict(type='str', required=True),

@@ -61,8 +61,9 @@ def test_molecule_maintenance_scenario(scenario):
 @pytest.mark.slow
 def test_molecule_vm_scenario():
     """Two Debian VMs under qemu, each with a bond and the eBPF failover on the distro kernel,
-    through a reboot and switch faults. The image is built from Debian packages on first use,
-    then cached by its inputs."""
+    through a reboot and switch faults, then the uninstall of one, which must leave it as it was
+    before site.yml. The image is built from Debian packages on first use, then cached by its
+    inputs."""
     if os.geteuid() != 0:
         pytest.skip('the VM lab needs root')
     logs = '/var/log/edgeft-vm'
@@ -76,3 +77,6 @@ def test_molecule_vm_scenario():
     log = re.sub(r'\x1b\[[0-9;]*m', '', log)  # molecule colours its own lines
     assert log.index('The host did reboot') < log.index('idempotence: Executing'), log[-4000:]
     assert log.count('TASK [Every peer answers every ping while sw-a and sw-c stay down]') == 2, log[-4000:]
+    # The uninstall ran on r2h1 after the faults and was compared with the snapshot from before site.yml.
+    assert log.index('TASK [Take the host\'s snapshot]') < log.index('converge: Executing'), log[-4000:]
+    assert log.index('TASK [Fail sw-a and sw-c]') < log.index('TASK [Require the host as it was before site.yml]'), log[-4000:]

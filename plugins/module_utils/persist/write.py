@@ -6,6 +6,10 @@ The role renders the files on the controller; this writes them on the host: only
 are edgeft's by files.LOCATIONS and the prefix, each atomically (a crash leaves the old or the
 new file, never half of one), root-owned with its mode, and removes edgeft's files the set no
 longer holds. What would change is computed first and is all check mode and diff see.
+
+A directory this creates for its files (a renderer's, missing on the host) is recorded in the
+state directory (RECORD, by root) and removed again by the run that leaves it empty, so the
+uninstall puts back the tree as it found it; a directory with anything else in it stays.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ import fnmatch
 import os
 import posixpath
 
-from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, jsonrecord
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 from ansible_collections.edgeft.failover.plugins.module_utils.persist import files as locations
 from ansible_collections.edgeft.failover.plugins.module_utils.persist.plan import PlanError
 
 MODES = ("0644", "0600")
+RECORD = "network_files.json"
+RECORD_VERSION = 1
 
 
 def _check(entry, where, prefix):
@@ -55,12 +61,14 @@ def _text(data):
     return data.decode("utf-8", errors="replace")
 
 
-def changes(root, prefix, wanted):
+def changes(root, prefix, wanted, created=()):
     """What making root's edgeft files exactly `wanted` ([{path, content, mode}]) takes.
 
-    Returns {directories, write, remove}: directories to create (relative to root), files to
-    write as [{path (absolute), data, mode, before (text or None)}] and files to remove
-    (absolute). PlanError names the entry of `wanted` at fault.
+    Returns {directories, write, remove, rmdirs}: directories to create (relative to root),
+    files to write as [{path (absolute), data, mode, before (text or None)}], files to remove
+    (absolute), and which of the directories recorded as `created` (relative to root) that
+    leaves empty, to remove (absolute, deepest first). PlanError names the entry of `wanted`
+    at fault.
     """
     if not locations.PREFIX.match(prefix or ""):
         raise PlanError("prefix: %r must consist of letters, digits, _ and -" % (prefix,))
@@ -85,7 +93,22 @@ def changes(root, prefix, wanted):
                                   "before": _text(current[0]) if current else None})
     kept = {os.path.join(root, path) for path in seen}
     plan["remove"] = [path for path in present if path not in kept]
+    plan["rmdirs"] = _left_empty(root, created, set(plan["remove"]), {posixpath.dirname(path) for path in seen})
     return plan
+
+
+def _left_empty(root, created, removed, needed):
+    """The directories of `created` (relative to root) that hold nothing once `removed` (absolute
+    paths) are gone, other than such directories, and that no wanted file (`needed`, relative
+    directories) goes into: absolute, deepest first."""
+    empty = set()
+    for rel in sorted(set(created), key=lambda d: d.count("/"), reverse=True):
+        full = os.path.join(root, rel)
+        if any(n == rel or n.startswith(rel + "/") for n in needed) or not os.path.isdir(full) or os.path.islink(full):
+            continue
+        if all(os.path.join(full, name) in removed | empty for name in os.listdir(full)):
+            empty.add(full)
+    return sorted(empty, key=lambda d: d.count("/"), reverse=True)
 
 
 def diff(plan):
@@ -96,17 +119,22 @@ def diff(plan):
         current = _current(path)
         out.append({"before_header": path, "after_header": "%s (removed)" % path,
                     "before": _text(current[0]) if current else "", "after": ""})
+    out.extend({"before_header": path + "/", "after_header": "%s/ (removed)" % path, "before": "", "after": ""}
+               for path in plan["rmdirs"])
     return out
 
 
 def apply(root, plan):
-    """Carry out a changes() result. On an OSError the files already changed get their old
-    contents back and the created directories go, then the error is raised."""
-    undo = []
+    """Carry out a changes() result; returns the directories it created (absolute). On an
+    OSError the files already changed get their old contents back and the created
+    directories go, then the error is raised. A directory to remove that is no longer empty
+    (something was put there meanwhile) stays."""
+    undo, made = [], []
     try:
         for directory in plan["directories"]:
             for created in _makedirs(os.path.join(root, directory)):
                 undo.append((created, None))
+                made.append(created)
         for write in plan["write"]:
             undo.append((write["path"], _current(write["path"])))
             atomicfile.replace(write["path"], write["data"], write["mode"], root_owned=True)
@@ -119,6 +147,10 @@ def apply(root, plan):
             with contextlib.suppress(OSError):
                 _restore(path, before)
         raise
+    for path in plan["rmdirs"]:
+        with contextlib.suppress(FileNotFoundError, OSError):
+            os.rmdir(path)
+    return made
 
 
 def _makedirs(path):
@@ -144,18 +176,31 @@ def _restore(path, before):
 
 def run(params, check_mode):
     """The network_files module: (result, warnings), with the diff; EdgeftError names the option."""
-    root = params["root"]
+    root, state_dir = params["root"], params["state_dir"]
     if not os.path.isabs(root) or not os.path.isdir(root):
         raise PlanError("root: %r is not an existing absolute directory" % root)
-    plan = changes(root, params["prefix"], params["files"])
-    result = dict(changed=bool(plan["write"] or plan["remove"]),
+    jsonrecord.check_state_dir(state_dir, PlanError)
+    record_path = os.path.join(state_dir, RECORD)
+    record = jsonrecord.read(record_path, RECORD_VERSION, "network_files record", PlanError)
+    created = record.get("roots", {}).get(root, [])
+    plan = changes(root, params["prefix"], params["files"], created)
+    result = dict(changed=bool(plan["write"] or plan["remove"] or plan["rmdirs"]),
                   files=[os.path.join(root, f["path"]) for f in params["files"]],
                   written=[w["path"] for w in plan["write"]], removed=plan["remove"], directories=plan["directories"],
-                  diff=diff(plan))
+                  removed_directories=plan["rmdirs"], diff=diff(plan))
     if result["changed"] and not check_mode:
         try:
-            apply(root, plan)
+            made = apply(root, plan)
         except OSError as exc:
             result.pop("diff")
             raise EdgeftError("cannot write the files under %s: %s (run as root)" % (root, exc), result=result) from None
+        gone = {os.path.relpath(path, root) for path in plan["rmdirs"] if not os.path.isdir(path)}
+        now = sorted((set(created) | {os.path.relpath(path, root) for path in made}) - gone)
+        if now != sorted(created):
+            roots = dict(record.get("roots", {}))
+            if now:
+                roots[root] = now
+            else:
+                roots.pop(root, None)
+            jsonrecord.write(state_dir, record_path, {"version": RECORD_VERSION, "roots": roots})
     return result, []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 import subprocess
@@ -44,7 +45,44 @@ def test_apply_writes_exactly_the_set_and_a_second_pass_changes_nothing(tmp_path
         assert "%04o" % stat.S_IMODE(status.st_mode) == item["mode"] and (status.st_uid, status.st_gid) == (0, 0)
     for directory in ("etc/systemd", "etc/systemd/network", "etc/NetworkManager", "etc/NetworkManager/system-connections"):
         assert stat.S_IMODE((tmp_path / directory).stat().st_mode) == 0o755, directory
-    assert write.changes(str(tmp_path), "60-edgeft", wanted) == {"directories": [], "write": [], "remove": []}
+    assert write.changes(str(tmp_path), "60-edgeft", wanted) == {"directories": [], "write": [], "remove": [], "rmdirs": []}
+
+
+def run(root, state, files, check_mode=False, prefix="60-edgeft"):
+    return write.run({"root": str(root), "prefix": prefix, "state_dir": str(state), "files": files}, check_mode)[0]
+
+
+def test_the_directories_it_created_go_with_the_last_file_and_others_stay(tmp_path):
+    """A renderer's directory missing on the host is created, recorded in the state directory and
+    removed by the run that empties it; a directory that was there, or that holds something else,
+    stays; check mode and a second run change nothing."""
+    root, state = tmp_path / "root", tmp_path / "state"
+    (root / "etc/sysctl.d").mkdir(parents=True)  # the distribution's
+    wanted = [{"path": NETWORK, "content": "[Match]\nName=fab0\n", "mode": "0644"},
+              {"path": SYSCTL, "content": "net.ipv4.conf.fab0.rp_filter = 2\n", "mode": "0644"},
+              {"path": "etc/systemd/network/61-edgeft-bond-bond0.netdev", "content": "[NetDev]\n", "mode": "0644"}]
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    assert run(root, state, wanted[:2])["directories"] == ["etc/systemd/network"]
+    run(root, state, wanted[2:], prefix="61-edgeft-bond")  # a second prefix into the same directory
+    record = json.loads((state / write.RECORD).read_text())
+    assert record == {"version": write.RECORD_VERSION, "roots": {str(root): ["etc/systemd", "etc/systemd/network"]}}
+    # Removing the first prefix's files leaves the second's: the directory stays.
+    result = run(root, state, [])
+    assert result["removed_directories"] == [] and (root / "etc/systemd/network").is_dir()
+    preview = run(root, state, [], check_mode=True, prefix="61-edgeft-bond")
+    assert preview["changed"] and preview["removed_directories"] == [str(root / "etc/systemd/network"), str(root / "etc/systemd")]
+    assert (root / "etc/systemd/network").is_dir()  # check mode changed nothing
+    result = run(root, state, [], prefix="61-edgeft-bond")
+    assert result["removed_directories"] == preview["removed_directories"]
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before
+    assert json.loads((state / write.RECORD).read_text())["roots"] == {}
+    assert not run(root, state, [], prefix="61-edgeft-bond")["changed"]
+    # A created directory that holds something else by then stays, and stays recorded.
+    run(root, state, wanted[:1])
+    (root / "etc/systemd/network/10-mgmt.network").write_text("[Match]\n")
+    assert run(root, state, [])["removed_directories"] == []
+    assert (root / "etc/systemd/network/10-mgmt.network").exists()
+    assert json.loads((state / write.RECORD).read_text())["roots"][str(root)] == ["etc/systemd", "etc/systemd/network"]
 
 
 @contextlib.contextmanager
