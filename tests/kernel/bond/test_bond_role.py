@@ -64,12 +64,23 @@ def test_no_bonds_changes_nothing(host):
     assert links(host) == before and not (host["dir"] / "state").exists()
 
 
-def test_a_bond_is_refused_before_any_change(host):
+def test_bonds_are_all_refused_before_any_change(host):
+    """Several bonds: a validation pass over all of them comes before the first is created."""
     before = links(host)
-    rc, out = play(host, {"edgeft_bonds": [{"name": "bond0", "ports": ["fab0", "fab1"], "primary": "fab0"}], "edgeft_persist": "none"})
+    bonds = [{"name": "bond0", "ports": ["fab0"], "primary": "fab0"}, {"name": "bond1", "ports": ["fab1"], "primary": "fab1"}]
+    rc, out = play(host, {"edgeft_bonds": bonds, "edgeft_persist": "none"})
     assert rc != 0
     assert "Validate every bond before changing any" in out and NO_DRIVER in out
     assert "Create, change or remove the bonds" not in out
+    assert links(host) == before
+
+
+def test_a_single_bond_is_refused_before_any_change(host):
+    """One bond: no separate pass, the module refuses it before changing anything."""
+    before = links(host)
+    rc, out = play(host, {"edgeft_bonds": [{"name": "bond0", "ports": ["fab0", "fab1"], "primary": "fab0"}], "edgeft_persist": "none"})
+    assert rc != 0
+    assert "Create, change or remove the bonds" in out and NO_DRIVER in out
     assert links(host) == before
 
 
