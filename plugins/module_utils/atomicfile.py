@@ -1,7 +1,8 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Files replaced whole, and a directory lock: the two ways edgeft writes what it keeps on a
-host (its records in state_dir, its persisted network configuration)."""
+host (its records in state_dir, its persisted network configuration); and which of its
+directories removing its files leaves empty."""
 
 from __future__ import annotations
 
@@ -57,3 +58,17 @@ def locked(directory, lock_file, create=True):
         yield True
     finally:
         os.close(fd)
+
+
+def emptied_directories(directories, gone):
+    """The directories of `directories` (absolute) that hold nothing once the paths of `gone`
+    (absolute) are removed, but directories of this list that are emptied too: deepest first.
+    Links and what does not exist are never among them."""
+    emptied = []
+    for directory in sorted(set(directories), key=lambda d: d.count("/"), reverse=True):
+        if directory in gone or not os.path.isdir(directory) or os.path.islink(directory):
+            continue
+        if all(os.path.join(directory, name) in gone or os.path.join(directory, name) in emptied
+               for name in os.listdir(directory)):
+            emptied.append(directory)
+    return emptied

@@ -93,22 +93,11 @@ def changes(root, prefix, wanted, created=()):
                                   "before": _text(current[0]) if current else None})
     kept = {os.path.join(root, path) for path in seen}
     plan["remove"] = [path for path in present if path not in kept]
-    plan["rmdirs"] = _left_empty(root, created, set(plan["remove"]), {posixpath.dirname(path) for path in seen})
+    # Of the directories this created, those the plan leaves empty and no wanted file goes into.
+    needed = {posixpath.dirname(path) for path in seen}
+    unneeded = [os.path.join(root, d) for d in created if not any(n == d or n.startswith(d + "/") for n in needed)]
+    plan["rmdirs"] = atomicfile.emptied_directories(unneeded, set(plan["remove"]))
     return plan
-
-
-def _left_empty(root, created, removed, needed):
-    """The directories of `created` (relative to root) that hold nothing once `removed` (absolute
-    paths) are gone, other than such directories, and that no wanted file (`needed`, relative
-    directories) goes into: absolute, deepest first."""
-    empty = set()
-    for rel in sorted(set(created), key=lambda d: d.count("/"), reverse=True):
-        full = os.path.join(root, rel)
-        if any(n == rel or n.startswith(rel + "/") for n in needed) or not os.path.isdir(full) or os.path.islink(full):
-            continue
-        if all(os.path.join(full, name) in removed | empty for name in os.listdir(full)):
-            empty.add(full)
-    return sorted(empty, key=lambda d: d.count("/"), reverse=True)
 
 
 def diff(plan):
@@ -148,7 +137,7 @@ def apply(root, plan):
                 _restore(path, before)
         raise
     for path in plan["rmdirs"]:
-        with contextlib.suppress(FileNotFoundError, OSError):
+        with contextlib.suppress(OSError):
             os.rmdir(path)
     return made
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
 
 MIN_DEPTH = 2  # never "/" or a top-level directory such as /etc
@@ -29,10 +30,6 @@ def _checked(path, where):
     return path.rstrip("/")
 
 
-def _exists(path):
-    return os.path.lexists(path)
-
-
 def plan(paths, links, empty_dirs):
     """{remove: [paths], unlink: [links], rmdirs: [dirs], kept: [dirs]}: what removing `paths`
     (with their contents), the links of `links` ([{path, target}]) that point at their target and
@@ -44,20 +41,14 @@ def plan(paths, links, empty_dirs):
             raise PathsError("links[%d]: must be a dict with path and target" % i)
         checked_links.append((_checked(link["path"], "links[%d].path" % i), link["target"]))
     dirs = [_checked(d, "empty_dirs[%d]" % i) for i, d in enumerate(empty_dirs or [])]
-    out = {"remove": [p for p in paths if _exists(p)], "unlink": [], "rmdirs": [], "kept": []}
+    out = {"remove": [p for p in paths if os.path.lexists(p)], "unlink": [], "rmdirs": [], "kept": []}
     for path, target in checked_links:
         if os.path.islink(path) and os.readlink(path) == target:
             out["unlink"].append(path)
     gone = set(out["remove"]) | set(out["unlink"])
-    for directory in sorted(set(dirs), key=lambda d: d.count("/"), reverse=True):
-        if not os.path.isdir(directory) or os.path.islink(directory) or directory in gone:
-            continue
-        left = [os.path.join(directory, name) for name in os.listdir(directory)]
-        if all(entry in gone for entry in left):
-            out["rmdirs"].append(directory)
-            gone.add(directory)
-        else:
-            out["kept"].append(directory)
+    out["rmdirs"] = atomicfile.emptied_directories(dirs, gone)
+    out["kept"] = [d for d in sorted(set(dirs), key=lambda d: d.count("/"), reverse=True)
+                   if d not in gone and d not in out["rmdirs"] and os.path.isdir(d) and not os.path.islink(d)]
     return out
 
 
