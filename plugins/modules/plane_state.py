@@ -89,6 +89,23 @@ options:
         too.
     type: bool
     default: true
+  confirm_ms:
+    description:
+      - With O(state=drained) for the whole plane, after the drain, prove that
+        every peer keeps off the plane for this host, waiting up to this many
+        milliseconds. An echo request to each peer's address on O(plane) leaves
+        steered onto another plane (the peer learns from it), and the peer's
+        answer must come back on another plane too; it is sent again every
+        100 ms to a peer whose answer has not. Once learned, a peer keeps off
+        the plane until this host sends on it natively again, so a confirmed
+        peer stays off it for as long as the drain lasts, with or without
+        traffic. The peers must answer ICMP echo requests.
+      - Also when the plane was drained already. Peers not confirmed in time
+        are a result (RV(unconfirmed)), not a failure.
+      - C(0) confirms nothing. Otherwise 100 to 60000; not with O(peers), and
+        not with O(notify_peers=false). Nothing is sent in check mode.
+    type: int
+    default: 0
 requirements:
   - root on the target
   - pyroute2 on the target for the NIC counters (Debian package C(python3-pyroute2));
@@ -109,6 +126,15 @@ EXAMPLES = r'''
     pin_root: /sys/fs/bpf/edgeft
     plane: a
     state: drained
+
+- name: Drain plane a and prove, within 2 s, that every peer keeps off it for this host
+  edgeft.failover.plane_state:
+    pin_root: /sys/fs/bpf/edgeft
+    plane: a
+    state: drained
+    confirm_ms: 2000
+  register: drained
+  failed_when: drained.unconfirmed | length > 0
 
 - name: Undrain it after the maintenance
   edgeft.failover.plane_state:
@@ -175,6 +201,21 @@ held_routes:
   returned: always
   type: int
   sample: 6
+confirmed:
+  description: With O(confirm_ms), the peers whose answer came back on another plane (see O(confirm_ms)).
+  returned: always
+  type: list
+  elements: str
+  sample: [r2h1, r2h2]
+unconfirmed:
+  description:
+    - With O(confirm_ms), the peers not confirmed in time, each with the
+      reason - C(answered on the plane) (the peer still sends to this host
+      there) or C(no answer).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: r2h1, reason: answered on the plane}]
 changed_peers:
   description:
     - With O(peers), the named peers whose per-peer drain changed (their
@@ -283,6 +324,7 @@ def main():
             force=dict(type='bool', default=False),
             peers=dict(type='list', elements='str'),
             notify_peers=dict(type='bool', default=True),
+            confirm_ms=dict(type='int', default=0),
             state_dir=module_options.state_dir(),
         ),
         required_if=[('state', 'drained', ('plane',)), ('state', 'active', ('plane',))],

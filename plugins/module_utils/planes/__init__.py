@@ -7,7 +7,8 @@ mode before the first attach). slots: the maps' plane slots and their flags.
 state: the plane_state module (validate, drain or undrain, report).
 peer_drains: drains for some peers only; drain_record: what they changed, in
 state_dir. drain_routes: the held routes of a drained plane. notify: an echo
-request that makes the peers learn a change at once. report: planes, peers
+request that makes the peers learn a change at once; confirm: echoes whose
+answers prove that every peer keeps off a drained plane. report: planes, peers
 and counters as the modules return them. The plane declaration and the peer
 table's record are the host model's (host/planes.py, host/records.py).
 Free of Ansible imports; every error names the option that caused it.

@@ -9,6 +9,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath import la
 from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError, normalize_planes, plane_names, resolve_plane
 from ansible_collections.edgeft.failover.plugins.module_utils.host.records import PeerTableRecord
 from ansible_collections.edgeft.failover.plugins.module_utils.planes import drain_routes
+from ansible_collections.edgeft.failover.plugins.module_utils.planes.confirm import MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, confirm_peers
 from ansible_collections.edgeft.failover.plugins.module_utils.planes.drain_record import DrainRecord, drains_by_plane
 from ansible_collections.edgeft.failover.plugins.module_utils.planes.maps import open_maps
 from ansible_collections.edgeft.failover.plugins.module_utils.planes.notify import notify_peers
@@ -30,6 +31,7 @@ def plane_state(params, check_mode=False):
         raise OptionError("peers: only with state=drained or active")
     if state != "query" and params.get("plane") in (None, ""):
         raise OptionError("plane: required when state=%s" % state)
+    confirm_ms = _confirm_ms(params, state, peers)
     declared = normalize_planes(params["planes"]) if params.get("planes") else None
     state_dir = params.get("state_dir") or constants.STATE_DIR
     warnings = []
@@ -48,6 +50,7 @@ def plane_state(params, check_mode=False):
                 raise OptionError("plane: plane %r (index %d) is not configured in the maps under %s: set the "
                                   "host's planes with edgeft.failover.peer_table first" % (names[index], index, pin_root))
         planned, held_routes = {}, 0
+        confirmations = {"confirmed": [], "unconfirmed": []}
         if peers is not None:
             # The local plane's flag is not touched: only these peers' traffic moves. A first pass
             # as check mode runs, without the lock: a refused request, check mode and a request
@@ -98,6 +101,14 @@ def plane_state(params, check_mode=False):
                     warnings.extend(errors)
                 if state == "drained":
                     held_routes = _drained_plane_routes(maps, after, index, state, warnings)
+            if confirm_ms and not check_mode:
+                outcome, errors = confirm_peers(maps, index, confirm_ms)
+                warnings.extend(errors)
+                id_names = {v: k for k, v in record.peer_ids.items()}
+                confirmations = {"confirmed": sorted(id_names.get(p, "#%d" % p) for p, o in outcome.items() if o == "confirmed"),
+                                 "unconfirmed": sorted(({"name": id_names.get(p, "#%d" % p), "reason": o}
+                                                        for p, o in outcome.items() if o != "confirmed"),
+                                                       key=lambda u: u["name"])}
         result = {
             "changed": changed,
             "plane": None if index is None else {"name": names[index], "index": index},
@@ -105,6 +116,7 @@ def plane_state(params, check_mode=False):
             "held_routes": held_routes,
             "changed_peers": changed_peers,
         }
+        result.update(confirmations)
         result.update(report(maps, record, names, named, flags=[p.flags for p in after], states=planned,
                              drains=drained_after, warnings=warnings))
         result["diff"] = {
@@ -112,6 +124,28 @@ def plane_state(params, check_mode=False):
             "after": dict({"planes": _flags_by_name(after, names)}, **diff_extra[1]),
         }
     return result, warnings
+
+
+def _confirm_ms(params, state, peers) -> int:
+    """confirm_ms, validated against the options it goes with."""
+    value = params.get("confirm_ms")
+    if value in (None, 0):
+        return 0
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        raise OptionError("confirm_ms: %r is not an integer" % (value,)) from None
+    if value == 0:
+        return 0
+    if not MIN_TIMEOUT_MS <= value <= MAX_TIMEOUT_MS:
+        raise OptionError("confirm_ms: must be 0 (no confirmation) or %d..%d, got %d" % (MIN_TIMEOUT_MS, MAX_TIMEOUT_MS, value))
+    if state != "drained" or peers is not None:
+        raise OptionError("confirm_ms: only with state=drained for the whole plane (without peers): it proves that "
+                          "the peers keep off a drained plane")
+    if not params.get("notify_peers", True):
+        raise OptionError("confirm_ms: confirming sends echo requests to the peers, which notify_peers=false forbids; "
+                          "leave one of the two out")
+    return value
 
 
 def _drained_plane_routes(maps, planes, index, state, warnings) -> int:
