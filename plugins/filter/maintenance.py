@@ -44,9 +44,10 @@ def maintenance_refusals(plan, reports, checks=None):
     return guards.refusals(plan, dict(reports or {}), dict(checks or {}))
 
 
-def maintenance_verdict(plan, after, before=None, window_ms=0, phase="drained"):
+def maintenance_verdict(plan, after, before=None, window_ms=0, phase="drained", drains=None):
     if phase == "drained":
-        return verify.still_used(plan, dict(before or {}), dict(after or {}), int(window_ms))
+        return verify.still_used(plan, dict(before or {}), dict(after or {}), int(window_ms),
+                                 None if drains is None else dict(drains))
     if phase == "undrained":
         return verify.leftovers(plan, dict(after or {}))
     raise AnsibleFilterError("maintenance_verdict: phase must be drained or undrained, not %r" % (phase,))

@@ -3,7 +3,8 @@
 """The maintenance report: one row per switch, from counters read along the way.
 
 Packets lost (from counters): packets edgeft had to move off the switch's plane
-but found no plane for (steer_skipped, every plane of every host involved),
+but found no plane for (steer_skipped, every plane of every host behind the
+switch: the others, told in-band, are not read),
 counted from the end of the drain's verification to the end of the undrain -
 while the switch may be off, such a packet goes nowhere. (Counted from before
 the drain when the verification did not run.) Packets that found no plane
@@ -37,7 +38,7 @@ def _skipped(hosts, before, after) -> int:
 
 def switch_row(plan: dict, before: dict, after: dict, drained_at=None, undrained_at=None, failures=None, status="done",
                verified=None) -> dict:
-    hosts = list(plan["hosts"]) + list(plan["peers"])
+    hosts = list(plan["hosts"])
     if verified:
         skipped, during_drain = _skipped(hosts, verified, after), _skipped(hosts, before, verified)
     else:
@@ -63,7 +64,7 @@ def switch_row(plan: dict, before: dict, after: dict, drained_at=None, undrained
         "plane": plan["plane"],
         "hosts_behind": list(plan["hosts"]),
         "hosts_steering": list(plan["peers"]),
-        "hosts_affected": len(hosts),
+        "hosts_affected": len(hosts) + len(plan["peers"]),
         "drained_seconds": drained_s,
         "lost_packets": skipped,
         "steer_skipped": skipped,

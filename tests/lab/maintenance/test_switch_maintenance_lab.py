@@ -1,18 +1,21 @@
 """The switch maintenance playbooks on a deployed lab: guards, --check, batches and bad input.
 
-(The molecule scenario `maintenance` runs the rolling maintenance of every ToR under traffic,
-with real power-offs; these tests prove what must be refused, and that a refusal changes nothing.)
+(The molecule scenario `default` runs the rolling maintenance of every ToR under traffic, with
+real power-offs; these tests prove what must be refused, that a refusal changes nothing, and that
+a peer the drain reached only in-band keeps off the switch.)
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import yaml
 
 
 from deploy_helpers import run_playbook
+from edgeft_lab.traffic import UdpStream
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
 
@@ -59,7 +62,7 @@ def clean(lab):
 def test_check_mode_shows_what_would_move_and_changes_nothing(lab, clean, tmp_path):
     rc, out, report = maintain(lab, 'rolling_maintenance', 'tor-r1-a', tmp_path, '--check', '--diff')
     assert rc == 0, out[-4000:]
-    assert 'Would drain tor-r1-a: plane a off on r1h1, r1h2; r2h1, r2h2 steer its traffic for them' in ' '.join(out.split())
+    assert 'Would drain tor-r1-a: plane a off on r1h1, r1h2; r2h1, r2h2 learn in-band to steer its traffic for them' in ' '.join(out.split())
     assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'would undrain')]
     assert datapath_state(lab) == clean
 
@@ -88,7 +91,7 @@ def test_an_inventory_of_fabric_and_spines_only_deploys_drains_and_maintains(lab
                                inventory=inventory)
     assert rc == 0, out[-4000:]
     text = ' '.join(out.split())
-    assert 'Would drain tor-r1-a: plane a off on r1h1, r1h2; r2h1, r2h2 steer its traffic for them' in text, out[-4000:]
+    assert 'Would drain tor-r1-a: plane a off on r1h1, r1h2; r2h1, r2h2 learn in-band to steer its traffic for them' in text, out[-4000:]
     assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'would undrain'), ('spine-b', 'would undrain')]
     assert datapath_state(lab) == clean
     # A ToR that is no inventory host at all, drained and undrained for real.
@@ -126,16 +129,17 @@ def test_draining_the_second_tor_of_a_rack_is_refused_and_changes_nothing(lab, c
 
 
 def test_a_host_failing_mid_batch_stops_later_batches(lab, clean, tmp_path):
-    # While tor-r2-a (the second batch) is maintained, r1h1 - a host steering around it - fails:
-    # its data path becomes unreadable for the rest of the run (a wrong pin_root, as when its
-    # bpffs vanished). tor-r2-a cannot be undrained, so it stays drained, and with the default
-    # max_fail_percentage of 0 the batch after it (tor-r1-b) never starts.
-    tasks = tmp_path / 'break_r1h1.yml'
+    # While tor-r2-a (the second batch) is maintained, r2h1 - a host behind it - fails: its data
+    # path becomes unreadable for the rest of the run (a wrong pin_root, as when its bpffs
+    # vanished). tor-r2-a cannot be proven healthy from r2h1, so it is not undrained and stays
+    # drained, and with the default max_fail_percentage of 0 the batch after it (tor-r1-b) never
+    # starts.
+    tasks = tmp_path / 'break_r2h1.yml'
     tasks.write_text(
-        '- name: Break the data path of r1h1 for the rest of the run\n'
+        '- name: Break the data path of r2h1 for the rest of the run\n'
         '  ansible.builtin.set_fact:\n'
         '    edgeft_pin_root: /nonexistent/edgeft\n'
-        '  delegate_to: r1h1\n'
+        '  delegate_to: r2h1\n'
         '  delegate_facts: true\n'
         "  when: inventory_hostname == 'tor-r2-a'\n")
     try:
@@ -146,13 +150,38 @@ def test_a_host_failing_mid_batch_stops_later_batches(lab, clean, tmp_path):
         assert list(rows) == ['tor-r1-a', 'tor-r2-a'], out[-4000:]
         assert rows['tor-r1-a']['status'] == 'done'
         assert rows['tor-r2-a']['status'] == 'undrain failed, left drained'
-        assert 'r1h1' in ' '.join(rows['tor-r2-a']['failures'])
+        assert 'r2h1' in ' '.join(rows['tor-r2-a']['failures'])
         state = datapath_state(lab)
         assert state['r2h1']['planes'][0] & 0x2 and state['r2h2']['planes'][0] & 0x2  # tor-r2-a: still drained
         assert not any(state[h]['planes'][1] & 0x2 for h in HOSTS)  # tor-r1-b: never touched
     finally:
         rc, out, report = maintain(lab, 'switch_undrain', 'tor-r2-a', tmp_path / 'undrain')
     assert rc == 0, out[-4000:]
+
+
+def test_an_idle_peer_that_starts_sending_after_the_power_off_loses_nothing(lab, clean, tmp_path):
+    """r2h1 and r2h2 exchange nothing with the hosts behind tor-r1-a through its drain; only once
+    the switch is powered off do they start sending to r1h1's and r1h2's plane-a addresses, of
+    both families. What the drain's echo taught them in-band (no module ran on them) carries
+    every packet over plane b."""
+    rc, out, report = maintain(lab, 'switch_drain', 'tor-r1-a', tmp_path / 'drain')
+    assert rc == 0, out[-4000:]
+    assert [(r['switch'], r['status'], r['lost_packets']) for r in report] == [('tor-r1-a', 'drained', 0)]
+    assert 'each confirmed in-band' in out, out[-4000:]
+    fault = lab.power_off('tor-r1-a')
+    try:
+        streams = (UdpStream(lab, 'r2h1', 'r1h1', plane='a', family=4, pps=1000),
+                   UdpStream(lab, 'r2h2', 'r1h2', plane='a', family=6, pps=1000))
+        with streams[0], streams[1]:
+            time.sleep(1.0)
+        results = [s.result() for s in streams]
+    finally:
+        lab.repair(fault)
+        rc, out, report = maintain(lab, 'switch_undrain', 'tor-r1-a', tmp_path / 'undrain')
+    for r in results:
+        assert r.sent >= 500 and r.lost == 0 and r.socket_drops == 0, r.summary()
+    assert rc == 0, out[-4000:]
+    assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'done')]
 
 
 @pytest.mark.parametrize('switch, extra_inventory, message', [

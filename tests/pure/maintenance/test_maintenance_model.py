@@ -192,48 +192,60 @@ def test_guard_refuses_unknown_hosts_and_stranded_peers(lab):
     out = guards.refusals(p, reports, {})
     assert out[0].startswith("tor-r1-a: no report from r1h2 (unreachable?)")
     assert out[1] == "tor-r1-a: r2h1 has no usable plane besides 'a', so its traffic for r1h1, r1h2 could not leave the switch"
+    # Another host without a report (no preflight) is not refused: the drain's confirmation proves it.
+    del reports["r2h1"]
+    assert len(guards.refusals(p, reports, {})) == 1
 
 
-def test_verdict_names_hosts_and_peers_still_on_the_drained_plane(lab):
+def _drains(p, unconfirmed=None):
+    """Each host behind the switch's drain result, as plane_state returns it with confirm_ms."""
+    return {h: {"confirmed": [], "unconfirmed": (unconfirmed or {}).get(h, [])} for h in p["hosts"]}
+
+
+def test_verdict_names_hosts_still_on_the_drained_plane_and_peers_not_confirmed_off_it(lab):
     p = model.switch_plan("tor-r1-a", lab)
     before = _all(drained=("a",))
     after = {h: _report(drained=("a",)) for h in p["hosts"]}
     after["r1h1"] = _report(drained=("a",), tx={"a": 7}, ages={"r2h2": {"a": 300, "b": 1}})
-    after["r2h1"] = _report(down={"r1h1": ["a"], "r1h2": ["a"]})
-    after["r2h2"] = _report(down={"r1h1": ["a"]})
-    assert verify.still_used(p, before, after, 2000) == [
+    drains = _drains(p, {"r1h2": [{"name": "r2h2", "reason": "answered on the plane"},
+                                  {"name": "r2h1", "reason": "no answer"}]})
+    assert verify.still_used(p, before, after, 2000, drains) == [
         "r1h1: still sent 7 packets on plane 'a'",
         "r1h1: still receives from r2h2 on plane 'a' (300 ms ago)",
-        "r2h2: still sends to r1h2 on plane 'a'",
+        "r2h2: still sends to r1h2 on plane 'a' (its answer to the drain's echo came back on it)",
+        "r2h1: did not answer r1h2's echo after the drain (no answer), so it cannot be shown to keep off plane 'a'",
     ]
     after["r1h1"] = _report(drained=("a",))
-    after["r2h2"] = _report(down={"r1h1": ["a"], "r1h2": ["a"]})
-    assert verify.still_used(p, before, after, 2000) == []
+    assert verify.still_used(p, before, after, 2000, _drains(p)) == []
+    # The other hosts' reports are not needed, and a drain without its result is named.
+    drains = _drains(p)
+    del drains["r1h1"]
+    assert verify.still_used(p, before, after, 2000, drains) == ["r1h1: no confirmation from its drain (not run?)"]
 
 
 def test_verdict_names_packets_that_found_no_plane(lab):
     p = model.switch_plan("tor-r1-a", lab)
     before = _all(drained=("a",))
     after = _all(drained=("a",), skipped=3)
-    for h in p["peers"]:
-        after[h] = _report(skipped=3, down={"r1h1": ["a"], "r1h2": ["a"]})
-    out = verify.still_used(p, before, after, 2000)
-    assert "r1h1: 6 packets found no plane to move to and stayed on their own" in out and len(out) == 4
+    out = verify.still_used(p, before, after, 2000, _drains(p))
+    assert "r1h1: 6 packets found no plane to move to and stayed on their own" in out and len(out) == 2
 
 
 def test_report_counts_as_lost_only_what_found_no_plane_after_the_verification(lab):
     p = model.switch_plan("tor-r1-a", lab)
     before, verified, after = _all(), _all(skipped=1), _all(skipped=3)
     row = report.switch_row(p, before, after, verified=verified)
-    assert (row["lost_packets"], row["unsteered_during_drain"]) == (4 * 2 * 2, 4 * 2 * 1)
+    # The hosts behind the switch: the others are not read.
+    assert (row["lost_packets"], row["unsteered_during_drain"]) == (2 * 2 * 2, 2 * 2 * 1)
 
 
 def test_undrain_verdict_names_leftovers(lab):
     p = model.switch_plan("tor-r1-a", lab)
-    after = _all()
+    after = {h: _report() for h in p["hosts"]}
     after["r1h2"] = _report(drained=("a",))
-    after["r2h1"] = _report(drained_for={"r1h1": ["a"]})
-    assert verify.leftovers(p, after) == ["r1h2: plane 'a' is still drained", "r2h1: still steers its traffic for r1h1 off plane 'a'"]
+    assert verify.leftovers(p, after) == ["r1h2: plane 'a' is still drained"]
+    del after["r1h1"]
+    assert verify.leftovers(p, after) == ["r1h1: no report (unreachable?)", "r1h2: plane 'a' is still drained"]
     assert verify.leftovers(p, _all()) == []
 
 
@@ -244,11 +256,11 @@ def test_report_counts_skipped_packets_as_lost_and_shows_nic_drops_apart(lab):
     after["r1h1"]["planes"][1]["nic"] = {"tx_dropped": 2, "rx_dropped": 1}
     after["r1h1"]["planes"][0]["nic"] = {"tx_dropped": 5, "rx_dropped": 0}
     row = report.switch_row(p, before, after, 100.0, 112.34)
-    assert row["lost_packets"] == row["steer_skipped"] == 2 * 4  # steer_skipped on both planes of 4 hosts
+    assert row["lost_packets"] == row["steer_skipped"] == 2 * 2  # steer_skipped on both planes of the 2 hosts behind
     assert row["unsteered_during_drain"] == 0
     assert (row["backup_plane_drops"], row["drained_plane_drops"]) == (3, 5)
     assert row["drained_seconds"] == 12.3 and row["hosts_affected"] == 4
     text = report.render([row, report.switch_row(p, before, before, status="refused", failures=["r1h1 down"])])
     assert text.splitlines()[0].split() == ["switch", "plane", "hosts", "drained", "s", "lost", "status"]
-    assert "2 switch(es), 8 packets lost (counters), 1 failed" in text
+    assert "2 switch(es), 4 packets lost (counters), 1 failed" in text
     assert "  tor-r1-a: r1h1 down" in text
