@@ -221,7 +221,8 @@ class EdgeftMode(Mode):
         self.report['deploy_s'] = round(time.monotonic() - start, 1)
         self.agents = Agents(lab, self.inventory, self.log_dir, hosts=(SRC, DST))
         settings = self.agents.settings(SRC)
-        self.report['agent'] = {k: settings.get(k) for k in ('interval_ms', 'multiplier', 'hold_down_ms', 'dampening')}
+        kept = ('interval_ms', 'multiplier', 'confirm_interval_ms', 'hold_down_ms', 'dampening')
+        self.report['agent'] = {k: settings.get(k) for k in kept}
         log('edgeft: starting one agent per host (%s)' % ', '.join(self.agents.hosts))
         self.agents.start_all()
 
@@ -404,10 +405,11 @@ def format_table(report):
     agent = report.get('agent') or {}
     lines = [
         'failover matrix (%s planes): lab %s, %s -> %s %s (plane %s), UDP %d pps + TCP %g Mbit/s, IPv%d, fault %g s, '
-        'lead %g s, tail %g s, no-fault %g s; agent: probes every %s ms x %s, hold-down %s ms'
+        'lead %g s, tail %g s, no-fault %g s; agent: probes every %s ms x %s, confirmed every %s ms, hold-down %s ms'
         % (report.get('fabric', 'l2'), report['lab'], report['src'], report['dst'], report['address'], report['plane'], report['pps'],
            report['tcp_rate_bps'] / 1e6, report['family'], report['fault_s'], report['lead_s'], report['tail_s'],
-           report['quiet_s'], agent.get('interval_ms', '?'), agent.get('multiplier', '?'), agent.get('hold_down_ms', '?')),
+           report['quiet_s'], agent.get('interval_ms', '?'), agent.get('multiplier', '?'),
+           agent.get('confirm_interval_ms') or agent.get('interval_ms', '?'), agent.get('hold_down_ms', '?')),
         '',
         '%-14s %-14s %10s %11s %7s %13s %7s %9s %10s' % (
             'fault', 'mode', 'outage ms', 'max gap ms', 'lost', 'TCP stall ms', 'resets', 'survived', 'failovers'),

@@ -10,7 +10,9 @@ metrics/status requests.
 Probing costs scale with the peers a host talks to, not with the fabric:
 paths to peers with traffic in the last active_window_ms are probed every
 interval_ms, the others every idle_interval_ms (and at the full rate again
-as soon as one probe goes unanswered or traffic starts).
+as soon as one probe goes unanswered or traffic starts). A path with traffic
+whose probe went unanswered is probed every confirm_interval_ms until it
+answers or is judged down: a failure is confirmed without a higher steady rate.
 Outputs: the plane UP flags and the peers' judged down bits in the pinned
 maps, backup routes, log lines, metrics.
 
@@ -332,8 +334,16 @@ class Agent(PlaneWatch, RouteKeeper):
 
     def probe_step(self, path) -> int:
         """ns to the path's next probe: the full rate for peers with traffic and for
-        suspect paths, the idle rate for the rest."""
-        if path.peer_id in self.active or path.suspect:
+        suspect paths, the idle rate for the rest; and while a path with traffic,
+        judged up, has missed its latest probes, the confirmation rate: detection
+        is one interval and multiplier - 1 confirmations, not multiplier intervals."""
+        if path.peer_id in self.active:
+            # Not once the misses reached multiplier: a dead path with nowhere to fail over to
+            # (every path of the peer dead) stays at the full rate, not the confirmation rate.
+            if 0 < path.misses < path.multiplier and path.judge.up:
+                return self.cfg.confirm_interval_ns
+            return self.cfg.interval_ns
+        if path.suspect:
             return self.cfg.interval_ns
         return self.cfg.idle_interval_ns
 

@@ -26,6 +26,7 @@ DEFAULTS = {
     "idle_interval_ms": 1000,
     "active_window_ms": 2000,
     "multiplier": 3,
+    "confirm_interval_ms": 3,
     "hold_down_ms": 1000,
     "probe_family": "auto",
     "probe_tos": 0xC0,
@@ -84,6 +85,7 @@ MAXIMUM = {
     "idle_interval_ms": 3600000,
     "active_window_ms": 3600000,
     "multiplier": 100,
+    "confirm_interval_ms": 59999,
     "hold_down_ms": 3600000,
     "probe_tos": 255,
     "resync_ms": 3600000,
@@ -238,6 +240,11 @@ class Config:
         self.multiplier = _int(d, "multiplier")
         if self.multiplier < 1:
             raise ConfigError("multiplier: must be at least 1 (probes missed before a path is down), got %d" % self.multiplier)
+        self.confirm_interval_ms = _int(d, "confirm_interval_ms", 0)
+        if self.confirm_interval_ms >= self.interval_ms:
+            raise ConfigError("confirm_interval_ms: %d ms is not shorter than interval_ms (%d ms): a suspect path is "
+                              "confirmed faster than it is probed, not slower; set it below interval_ms, or 0 to "
+                              "confirm at interval_ms" % (self.confirm_interval_ms, self.interval_ms))
         self.hold_down_ms = _int(d, "hold_down_ms")
         detection = self.interval_ms * self.multiplier
         if self.hold_down_ms < detection:
@@ -287,15 +294,22 @@ class Config:
         return self.active_window_ms * 1000000
 
     @property
+    def confirm_interval_ns(self) -> int:
+        """After a missed probe of a path with traffic, the time to the next probe (0: interval_ns)."""
+        return (self.confirm_interval_ms or self.interval_ms) * 1000000
+
+    @property
     def hold_down_ns(self) -> int:
         return self.hold_down_ms * 1000000
 
     @property
     def detection_ms(self) -> int:
-        return self.interval_ms * self.multiplier
+        """From the first unanswered probe's send to the failover, for a peer with traffic."""
+        return self.interval_ms + (self.multiplier - 1) * (self.confirm_interval_ms or self.interval_ms)
 
     def summary(self) -> str:
-        return ("probes every %d ms to peers with traffic in the last %d ms (else every %d ms), down after %d missed "
-                "(%d ms), hold-down %d ms, dampening %s" % (
-                    self.interval_ms, self.active_window_ms, self.idle_interval_ms, self.multiplier, self.detection_ms,
+        return ("probes every %d ms to peers with traffic in the last %d ms (else every %d ms), down after %d missed, "
+                "confirmed every %d ms after the first (%d ms), hold-down %d ms, dampening %s" % (
+                    self.interval_ms, self.active_window_ms, self.idle_interval_ms, self.multiplier,
+                    self.confirm_interval_ms or self.interval_ms, self.detection_ms,
                     self.hold_down_ms, "on" if self.dampening["enabled"] else "off"))

@@ -133,6 +133,8 @@ def test_the_role_filter_refuses_what_the_agent_refuses_naming_the_role_variable
     assert agent_config_refusal(ROLE_SETTINGS, "ebpf_failover_agent_") == ""
     assert agent_config_refusal(dict(ROLE_SETTINGS, hold_down_ms=20), "ebpf_failover_agent_").startswith(
         "ebpf_failover_agent_hold_down_ms: 20 ms is shorter than the detection time")
+    assert agent_config_refusal(dict(ROLE_SETTINGS, confirm_interval_ms=10), "ebpf_failover_agent_").startswith(
+        "ebpf_failover_agent_confirm_interval_ms: 10 ms is not shorter than interval_ms (10 ms)")
     assert agent_config_refusal(dict(ROLE_SETTINGS, interval_ms=60001), "ebpf_failover_agent_") == (
         "ebpf_failover_agent_interval_ms: must be at most 60000, got 60001")
     assert agent_config_refusal(dict(ROLE_SETTINGS, dampening={"reuse": 5000}), "ebpf_failover_agent_").startswith(
@@ -147,8 +149,8 @@ def test_the_role_documents_the_agents_bounds():
     """meta/argument_specs.yml states each timer's upper bound as agent/config.py enforces it."""
     specs = yaml.safe_load((REPO / "roles" / "ebpf_failover" / "meta" / "argument_specs.yml").read_text())
     options = specs["argument_specs"]["main"]["options"]
-    for setting in ("interval_ms", "idle_interval_ms", "active_window_ms", "multiplier", "hold_down_ms", "metrics_peers",
-                    "metrics_min_interval_ms"):
+    for setting in ("interval_ms", "idle_interval_ms", "active_window_ms", "multiplier", "confirm_interval_ms", "hold_down_ms",
+                    "metrics_peers", "metrics_min_interval_ms"):
         text = " ".join(options["ebpf_failover_agent_" + setting]["description"])
         assert str(MAXIMUM[setting]) in text, (setting, text)
     dampening = " ".join(options["ebpf_failover_agent_dampening"]["description"])

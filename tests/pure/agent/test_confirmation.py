@@ -1,0 +1,90 @@
+"""Fast confirmation: a path with traffic whose probe went unanswered is probed every
+confirm_interval_ms until it answers or is judged down, so detection is one interval and
+multiplier - 1 confirmations. The agent's own probe_step, Path and Judge, on the test's clock;
+the loop is what Agent._probe does (judge the last probe, send the next, schedule by the step)."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.agent import Agent
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import Config
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.judge import Dampening, Judge
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.path import Path
+
+MS = 1000000
+PLANES = [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11"}, {"name": "b", "interface": "fab1", "ipv4": "198.19.1.11"}]
+PEER = 7
+
+
+def config(**settings):
+    return Config(dict({"planes": PLANES}, **settings))
+
+
+def run(cfg, active=True, silent_from_ms=0, replies_again_ms=None, until_ms=200):
+    """Probe one path from t=0 as the agent's loop does; the peer answers at once except between
+    silent_from_ms and replies_again_ms. Returns (ms from the first unanswered probe's send to
+    the path's judgement down, or None; the send times in ms)."""
+    agent = SimpleNamespace(cfg=cfg, active={PEER} if active else set())
+    path = Path(PEER, 0, 4, "198.18.2.11", Judge(True, cfg.hold_down_ns, Dampening(), 0), cfg.multiplier)
+    sends, first_unanswered, now = [], None, 0
+    while now <= until_ms * MS:
+        path.check(now)
+        if not path.judge.alive:
+            return (now - first_unanswered) / MS, sends
+        seq, token = path.next_probe(now)
+        sends.append(now / MS)
+        silent = now >= silent_from_ms * MS and (replies_again_ms is None or now < replies_again_ms * MS)
+        if silent and first_unanswered is None:
+            first_unanswered = now
+        step = Agent.probe_step(agent, path)  # right after the send, as the loop does
+        if not silent:
+            path.replied(seq, token, now + MS // 10)  # answered 0.1 ms later, before the next check
+        now += step
+    return None, sends
+
+
+def test_a_silent_peer_with_traffic_is_down_after_one_interval_and_two_confirmations():
+    detected, sends = run(config(), silent_from_ms=50)
+    assert detected == 10 + 2 * 3  # interval 10 ms, multiplier 3, confirm_interval 3 ms
+    assert sends[-3:] == [50.0, 60.0, 63.0]  # the steady rate until the first miss
+    # Off (0), or the steady rate: interval x multiplier, as before.
+    assert run(config(confirm_interval_ms=0), silent_from_ms=50)[0] == 30
+    assert config().detection_ms == 16 and config(confirm_interval_ms=0).detection_ms == 30
+
+
+def test_the_steady_rate_is_unchanged_and_one_miss_returns_to_it():
+    _detected, sends = run(config(), silent_from_ms=10 ** 6, until_ms=100)  # never silent
+    assert sends == [float(t) for t in range(0, 101, 10)]
+    # One unanswered probe, then answers: confirmed once, and back to the interval.
+    detected, sends = run(config(), silent_from_ms=30, replies_again_ms=31, until_ms=80)
+    assert detected is None and sends == [0, 10, 20, 30, 40, 43, 53, 63, 73]
+
+
+def test_a_peer_without_traffic_is_not_confirmed_faster():
+    # Idle peers: probed every idle_interval_ms; a miss brings the path to the interval, not faster.
+    detected, sends = run(config(idle_interval_ms=100), active=False, silent_from_ms=150, until_ms=1000)
+    assert sends[:4] == [0, 100, 200, 300] and detected == 100 + 10 + 10
+
+
+def test_a_dead_path_with_nowhere_to_go_stays_at_the_interval():
+    """Every path of the peer dead: the judge stays up (no failover without somewhere to go), and
+    the path is probed at the interval, not at the confirmation rate, however long it lasts."""
+    cfg = config()
+    agent = SimpleNamespace(cfg=cfg, active={PEER})
+    path = Path(PEER, 0, 4, "198.18.2.11", Judge(True, cfg.hold_down_ns, Dampening(), 0), cfg.multiplier)
+    for misses, step in ((0, 10), (1, 3), (2, 3), (3, 10), (40, 10)):
+        path.misses = misses
+        assert Agent.probe_step(agent, path) == step * MS, misses
+
+
+@pytest.mark.parametrize("value, message", [
+    (10, "confirm_interval_ms: 10 ms is not shorter than interval_ms (10 ms)"),
+    (-1, "confirm_interval_ms: must be at least 0, got -1"),
+])
+def test_a_confirmation_not_shorter_than_the_interval_is_refused(value, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        config(confirm_interval_ms=value)
