@@ -18,9 +18,10 @@ from ansible_collections.edgeft.failover.plugins.modules import peer_table, plan
 OTHER = {1: 2, 2: 1}
 
 
-def fill(lab, h, extra=()):
+def fill(lab, h, extra=(), families=(4, 6)):
+    """Host h's peer table: the other host (by the addresses of `families`) and `extra`."""
     r = L.run_module(peer_table.main, dict(pin_root=lab.pins[h], state_dir=lab.state_dirs[h], planes=L.PLANES,
-                                           peers=[L.peer_decl(OTHER[h])] + list(extra)), lab.ns[h])
+                                           peers=[L.peer_decl(OTHER[h], families=families)] + list(extra)), lab.ns[h])
     assert not r.get("failed"), r["msg"]
 
 

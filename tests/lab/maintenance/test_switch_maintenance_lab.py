@@ -143,8 +143,11 @@ def test_a_host_failing_mid_batch_stops_later_batches(lab, clean, tmp_path):
         '  delegate_facts: true\n'
         "  when: inventory_hostname == 'tor-r2-a'\n")
     try:
+        # Two health checks a second apart instead of 30 two seconds apart: the broken host never
+        # answers, and the role's default patience would only make the test wait a minute.
         rc, out, report = maintain(lab, 'rolling_maintenance', 'tor-r1-a,tor-r2-a,tor-r1-b', tmp_path / 'run',
-                                   '-e', 'edgeft_maintenance_tasks=%s' % tasks)
+                                   '-e', 'edgeft_maintenance_tasks=%s' % tasks,
+                                   '-e', 'switch_maintenance_healthy_retries=2', '-e', 'switch_maintenance_healthy_delay=1')
         assert rc != 0
         rows = {r['switch']: r for r in report}
         assert list(rows) == ['tor-r1-a', 'tor-r2-a'], out[-4000:]
