@@ -1,7 +1,7 @@
 """The module tests' shared fixtures. The ebpf_program tests' (ebpf_program_env.py): a host/peer
-namespace pair and a private bpffs per test. The plane_state tests' (plane_state_env.py): two
-hosts with the programs attached, built once for the session and reset for each test. Test files
-with a lab of another shape define their own `lab`."""
+namespace pair and a private bpffs per test. The plane_state and plane_check tests': two hosts
+with the programs attached, built once for the session, and reset for each test by `hosts`
+(plane_state_env.reset). Test files with a lab of another shape define their own `lab`."""
 
 from __future__ import annotations
 
@@ -31,13 +31,15 @@ def bpffs(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def plane_state_hosts(tmp_path_factory):
-    """Two attached hosts for every plane_state test of the session, removed after the last."""
+def two_hosts(tmp_path_factory):
+    """Two attached hosts (hostlab.attached_two_hosts) for every test of the session that takes
+    them, removed after the last."""
     with hostlab.attached_two_hosts(tmp_path_factory) as lab:
         yield lab
 
 
 @pytest.fixture
-def hosts(plane_state_hosts):
-    """The plane_state tests' two hosts, reset (plane_state_env.reset)."""
-    return plane_state_env.reset(plane_state_hosts)
+def hosts(two_hosts):
+    """The two hosts, reset: both peer tables filled, counters zero, planes up and undrained,
+    nothing learned or recorded, neighbours resolved (plane_state_env.reset)."""
+    return plane_state_env.reset(two_hosts)

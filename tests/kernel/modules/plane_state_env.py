@@ -1,5 +1,6 @@
-"""The plane_state tests' two hosts (hostlab.attached_two_hosts, one for the session's plane_state
-tests: conftest.py), reset before each test, and what those tests do with them."""
+"""The two attached hosts of the plane_state and plane_check tests (hostlab.attached_two_hosts,
+one for the session: conftest.py): their reset before each test, and what the plane_state tests
+do with them."""
 
 from __future__ import annotations
 

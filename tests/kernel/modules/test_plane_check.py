@@ -22,7 +22,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 from ansible_collections.edgeft.failover.plugins.module_utils import plane_check as core
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
-from ansible_collections.edgeft.failover.plugins.modules import peer_table, plane_check
+from ansible_collections.edgeft.failover.plugins.modules import plane_check
 
 
 def _problem():
@@ -32,29 +32,14 @@ def _problem():
 
 pytestmark = pytest.mark.skipif(_problem() is not None, reason=str(_problem()))
 
-OTHER = {1: 2, 2: 1}
 FAMILIES = pytest.mark.parametrize("family", [4, 6], ids=["ipv4", "ipv6"])
 QUICK = dict(count=3, interval_ms=5, timeout_ms=100)  # for the checks expected to go unanswered
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    with L.attached_two_hosts(tmp_path_factory) as lab:
-        yield lab
-
-
 @pytest.fixture
-def hosts(lab):
-    """Both peer tables filled, counters zero, planes up and undrained, host 1's
-    neighbours resolved. (Host 2's need not be: the reflector answers to the
-    MAC a check came from.)"""
-    for h in (1, 2):
-        lab.maps(h).clear()
-        r = L.run_module(peer_table.main, dict(pin_root=lab.pins[h], state_dir=lab.state_dirs[h], planes=L.PLANES,
-                                               peers=[L.peer_decl(OTHER[h])]), lab.ns[h])
-        assert not r.get("failed"), r["msg"]
-    lab.wait_resolved(1, [(L.ADDR[2][f][p], "fab%d" % p) for f in (4, 6) for p in (0, 1)])
-    return lab
+def lab(two_hosts):
+    """The session's two attached hosts (conftest.py), as they are."""
+    return two_hosts
 
 
 def check(lab, plane="a", check_mode=False, **kw):
