@@ -89,13 +89,13 @@ def _plane_peers(maps, record, index) -> dict:
 
     Named as plane_state reports them: the peer_table record's name, else #<id>.
     """
-    id_names = {v: k for k, v in record.peer_ids.items()}
+    peer_name = record.peer_namer()
     out = {}
     for peer_id in maps.peer_ids():
         peer = maps.get_peer(peer_id)
         if peer is None:  # removed meanwhile
             continue
-        out[id_names.get(peer_id, "#%d" % peer_id)] = {4: peer["v4"][index], 6: peer["v6"][index]}
+        out[peer_name(peer_id)] = {4: peer["v4"][index], 6: peer["v6"][index]}
     return out
 
 

@@ -294,9 +294,13 @@ class Config:
         return self.active_window_ms * 1000000
 
     @property
+    def confirm_step_ms(self) -> int:
+        """After a missed probe of a path with traffic, the time to the next probe (0: the interval)."""
+        return self.confirm_interval_ms or self.interval_ms
+
+    @property
     def confirm_interval_ns(self) -> int:
-        """After a missed probe of a path with traffic, the time to the next probe (0: interval_ns)."""
-        return (self.confirm_interval_ms or self.interval_ms) * 1000000
+        return self.confirm_step_ms * 1000000
 
     @property
     def hold_down_ns(self) -> int:
@@ -305,11 +309,11 @@ class Config:
     @property
     def detection_ms(self) -> int:
         """From the first unanswered probe's send to the failover, for a peer with traffic."""
-        return self.interval_ms + (self.multiplier - 1) * (self.confirm_interval_ms or self.interval_ms)
+        return self.interval_ms + (self.multiplier - 1) * self.confirm_step_ms
 
     def summary(self) -> str:
         return ("probes every %d ms to peers with traffic in the last %d ms (else every %d ms), down after %d missed, "
                 "confirmed every %d ms after the first (%d ms), hold-down %d ms, dampening %s" % (
                     self.interval_ms, self.active_window_ms, self.idle_interval_ms, self.multiplier,
-                    self.confirm_interval_ms or self.interval_ms, self.detection_ms,
+                    self.confirm_step_ms, self.detection_ms,
                     self.hold_down_ms, "on" if self.dampening["enabled"] else "off"))

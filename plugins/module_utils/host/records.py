@@ -37,6 +37,11 @@ class PeerTableRecord(jsonrecord.Record):
     def peer_ids(self) -> dict:
         return dict(self.table.get("peers", {}))
 
+    def peer_namer(self):
+        """peer id -> name, as every module reports a peer: its recorded name, else #<id>."""
+        names = {v: k for k, v in self.peer_ids.items()}
+        return lambda peer_id: names.get(peer_id, "#%d" % peer_id)
+
     @property
     def planes(self) -> list:
         return list(self.table.get("planes", []))

@@ -119,10 +119,10 @@ def plan_table(maps, record, planes, desired, neighbors=True, max_peers=None, cu
     plan.key_puts = sorted((a,) + ref for a, ref in want_keys.items() if current_keys.get(a) != ref)
 
     kept = set(plan.ids.values())
-    id_names = {v: k for k, v in record.peer_ids.items()}
+    peer_name = record.peer_namer()
     stale = (present | {ref[0] for ref in current_keys.values()}) - kept
     plan.state_deletes = sorted(i for i in stale if i in present)
-    plan.removed = sorted(id_names.get(i, "#%d" % i) for i in stale)
+    plan.removed = sorted(peer_name(i) for i in stale)
 
     touched = {put[1] for put in plan.key_puts} | {current_keys[a][0] for a in plan.key_deletes}
     for p in desired:

@@ -33,14 +33,14 @@ def table_view(maps, record, planes, ids=None, desired=None) -> dict:
             view["learn"] = not p["flags"] & layout.PEER_NO_LEARN
             out[p["name"]] = view
         return out
-    id_names = {v: k for k, v in record.peer_ids.items()}
+    peer_name = record.peer_namer()
     addrs = peer_addresses(maps)
     for pid in sorted(set(addrs) | set(maps.peer_ids())):
         st = maps.get_peer(pid)
         view = {"id": pid}
         view.update(addresses_view(addrs.get(pid, {}), names))
         view["learn"] = bool(st) and not st["flags"] & layout.PEER_NO_LEARN
-        out[id_names.get(pid, "#%d" % pid)] = view
+        out[peer_name(pid)] = view
     return out
 
 

@@ -86,9 +86,12 @@ def confirm_peers(maps, index, timeout_ms, clock=time.monotonic):
     tag = NOTIFY_PAYLOAD + os.urandom(4)  # this run's: another run's answers are not ours
     senders, receivers, errors = {}, {}, []
     try:
-        for family in sorted({f for f, _a in targets.values()}):
-            senders[family] = echo_socket(family, ifname)
-            receivers[family] = _reply_socket(family)
+        try:
+            for family in sorted({f for f, _a in targets.values()}):
+                senders[family] = echo_socket(family, ifname)
+                receivers[family] = _reply_socket(family)
+        except OSError as e:
+            return outcome, ["confirm: cannot open an ICMP socket for plane %s: %s" % (ifname, e.strerror or e)]
         poller = select.poll()
         by_fd = {}
         for family, s in receivers.items():
@@ -117,7 +120,7 @@ def confirm_peers(maps, index, timeout_ms, clock=time.monotonic):
             if all(o == "confirmed" for o in outcome.values()) or clock() >= deadline:
                 return outcome, errors[:5]
     except OSError as e:
-        return outcome, (errors + ["confirm: cannot open an ICMP socket for plane %s: %s" % (ifname, e.strerror or e)])[:5]
+        return outcome, (errors + ["confirm: stopped waiting for answers on plane %s: %s" % (ifname, e.strerror or e)])[:5]
     finally:
         for s in list(senders.values()) + list(receivers.values()):
             s.close()

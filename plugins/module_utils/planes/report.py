@@ -60,7 +60,7 @@ def report(maps, record, names, named=0, flags=None, states=None, drains=None, w
     for entry in planes:
         entry["nic"] = found[entry["ifindex"]]
     shown = [p["index"] for p in planes]
-    id_names = {v: k for k, v in record.peer_ids.items()}
+    peer_name = record.peer_namer()
     drains = {} if drains is None else drains
     addrs = peer_addresses(maps)
     peers = []
@@ -72,7 +72,7 @@ def report(maps, record, names, named=0, flags=None, states=None, drains=None, w
             if st is None:  # deleted while we walked
                 continue
         seen = maps.last_seen(peer_id)
-        name = id_names.get(peer_id, "#%d" % peer_id)
+        name = peer_name(peer_id)
         peers.append({
             "name": name,
             "id": peer_id,

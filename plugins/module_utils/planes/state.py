@@ -104,9 +104,9 @@ def plane_state(params, check_mode=False):
             if confirm_ms and not check_mode:
                 outcome, errors = confirm_peers(maps, index, confirm_ms)
                 warnings.extend(errors)
-                id_names = {v: k for k, v in record.peer_ids.items()}
-                confirmations = {"confirmed": sorted(id_names.get(p, "#%d" % p) for p, o in outcome.items() if o == "confirmed"),
-                                 "unconfirmed": sorted(({"name": id_names.get(p, "#%d" % p), "reason": o}
+                peer_name = record.peer_namer()
+                confirmations = {"confirmed": sorted(peer_name(p) for p, o in outcome.items() if o == "confirmed"),
+                                 "unconfirmed": sorted(({"name": peer_name(p), "reason": o}
                                                         for p, o in outcome.items() if o != "confirmed"),
                                                        key=lambda u: u["name"])}
         result = {
@@ -129,7 +129,7 @@ def plane_state(params, check_mode=False):
 def _confirm_ms(params, state, peers) -> int:
     """confirm_ms, validated against the options it goes with."""
     value = params.get("confirm_ms")
-    if value in (None, 0):
+    if value is None:
         return 0
     try:
         value = int(value)
