@@ -2,7 +2,8 @@
 
     sudo .venv/bin/python benchmarks/failover_matrix.py [--faults a,b,...] [--modes a,b,...] [--family 4|6]
                                                         [--topology l2|routed] [--pps 10000] [--lead 0.5]
-                                                        [--fault-seconds 2] [--tail 2.5] [--quiet 60] [--json]
+                                                        [--fault-seconds 2] [--tail 2.5] [--quiet 60]
+                                                        [--tcp-settings on|off] [--json]
 
 On a lab of its own (tests/lab/agent/fabric.yml: r1h1 in rack 1, r2h1 in rack 2, planes a and b;
 a unique name, torn down at the end even on errors or Ctrl-C), a 10 kpps UDP stream and a
@@ -209,19 +210,22 @@ def nic(lab, host, plane):
 class EdgeftMode(Mode):
     name = 'edgeft'
 
-    def __init__(self, inventory, log_dir, report):
+    def __init__(self, inventory, log_dir, report, tcp_settings=True):
         self.inventory, self.log_dir, self.report = inventory, log_dir, report
+        # Off: the TCP program keeps the kernel's RTO and delayed-ACK values (its signal stays).
+        self.extra = [] if tcp_settings else ['-e', 'ebpf_failover_agent_tcp_rto_min_ms=0',
+                                              '-e', 'ebpf_failover_agent_tcp_delack_max_ms=0']
 
     def setup(self, lab, log):
         log('edgeft: deploying with playbooks/site.yml')
         start = time.monotonic()
-        rc, out = run_playbook(self.inventory, REPO / 'playbooks' / 'site.yml')
+        rc, out = run_playbook(self.inventory, REPO / 'playbooks' / 'site.yml', *self.extra)
         if rc != 0:
             raise BenchmarkError('playbooks/site.yml failed (rc %d):\n%s' % (rc, out[-6000:]))
         self.report['deploy_s'] = round(time.monotonic() - start, 1)
         self.agents = Agents(lab, self.inventory, self.log_dir, hosts=(SRC, DST))
         settings = self.agents.settings(SRC)
-        kept = ('interval_ms', 'multiplier', 'confirm_interval_ms', 'hold_down_ms', 'dampening')
+        kept = ('interval_ms', 'multiplier', 'confirm_interval_ms', 'hold_down_ms', 'dampening', 'tcp')
         self.report['agent'] = {k: settings.get(k) for k in kept}
         log('edgeft: starting one agent per host (%s)' % ', '.join(self.agents.hosts))
         self.agents.start_all()
@@ -359,12 +363,13 @@ def check_prerequisites():
 
 
 def run_benchmark(faults=None, family=4, pps=10_000, lead=0.5, fault_seconds=2.0, tail=2.5, quiet=60.0, log=None,
-                  topology='l2', modes=None):
+                  topology='l2', modes=None, tcp_settings=True):
     """The whole matrix on a lab of its own; returns the report (see benchmarks/README.md).
 
     faults: names from FAULTS (default all, in that order). quiet: seconds of the no-fault
     run in edgeft mode (0: none). log: called with progress lines; nothing is printed otherwise.
     topology: 'l2' or 'routed' (TOPOLOGIES). modes: names from MODES (default every mode the topology has).
+    tcp_settings: False deploys edgeft with the TCP program's RTO and delayed-ACK settings off.
     """
     if topology not in TOPOLOGIES:
         raise BenchmarkError('unknown topology %r (known: %s)' % (topology, ', '.join(TOPOLOGIES)))
@@ -388,7 +393,8 @@ def run_benchmark(faults=None, family=4, pps=10_000, lead=0.5, fault_seconds=2.0
     }
     with tempfile.TemporaryDirectory(prefix='edgeft-bench-') as tmp:
         inventory = Path(tmp) / 'hosts.yml'
-        modes = [m for m in (Mode(), BackupRoutesMode(lab, inventory), EdgeftMode(inventory, tmp, report)) if m.name in report['modes']]
+        modes = [m for m in (Mode(), BackupRoutesMode(lab, inventory), EdgeftMode(inventory, tmp, report, tcp_settings))
+                 if m.name in report['modes']]
         try:
             log('lab %s: up' % lab.name)
             lab.up(inventory=inventory)
@@ -405,24 +411,38 @@ def format_table(report):
     agent = report.get('agent') or {}
     lines = [
         'failover matrix (%s planes): lab %s, %s -> %s %s (plane %s), UDP %d pps + TCP %g Mbit/s, IPv%d, fault %g s, '
-        'lead %g s, tail %g s, no-fault %g s; agent: probes every %s ms x %s, confirmed every %s ms, hold-down %s ms'
+        'lead %g s, tail %g s, no-fault %g s; agent: probes every %s ms x %s, confirmed every %s ms, hold-down %s ms; %s'
         % (report.get('fabric', 'l2'), report['lab'], report['src'], report['dst'], report['address'], report['plane'], report['pps'],
            report['tcp_rate_bps'] / 1e6, report['family'], report['fault_s'], report['lead_s'], report['tail_s'],
            report['quiet_s'], agent.get('interval_ms', '?'), agent.get('multiplier', '?'),
-           agent.get('confirm_interval_ms') or agent.get('interval_ms', '?'), agent.get('hold_down_ms', '?')),
+           agent.get('confirm_interval_ms') or agent.get('interval_ms', '?'), agent.get('hold_down_ms', '?'),
+           describe_tcp(agent.get('tcp'))),
         '',
-        '%-14s %-14s %10s %11s %7s %13s %7s %9s %10s' % (
-            'fault', 'mode', 'outage ms', 'max gap ms', 'lost', 'TCP stall ms', 'resets', 'survived', 'failovers'),
+        '%-14s %-14s %10s %11s %7s %13s %8s %7s %9s %10s' % (
+            'fault', 'mode', 'outage ms', 'max gap ms', 'lost', 'TCP stall ms', 'TCP retx', 'resets', 'survived', 'failovers'),
     ]
     order = [NO_FAULT] + list(report['faults'])
     runs = sorted(report['runs'], key=lambda r: (order.index(r['fault']), MODES.index(r['mode'])))
     for r in runs:
         udp, tcp = r['udp'], r['tcp']
-        lines.append('%-14s %-14s %10.1f %11.1f %7d %13.1f %7d %9s %10s' % (
-            r['fault'], r['mode'], udp['max_outage_ms'], udp['max_gap_ms'], udp['lost'], tcp['max_stall_ms'], tcp['resets'],
+        lines.append('%-14s %-14s %10.1f %11.1f %7d %13.1f %8d %7d %9s %10s' % (
+            r['fault'], r['mode'], udp['max_outage_ms'], udp['max_gap_ms'], udp['lost'], tcp['max_stall_ms'], tcp['retransmits'],
+            tcp['resets'],
             'yes' if tcp['survived'] else 'no', r['failovers'] if 'failovers' in r else '-'))
     lines += notes(runs)
     return '\n'.join(lines)
+
+
+def describe_tcp(tcp):
+    """The TCP program's settings as the header states them."""
+    if not tcp or not tcp.get('enabled'):
+        return 'TCP program off'
+
+    def ms(value, kernel):
+        return '%d ms' % value if value else 'kernel %s' % kernel
+
+    return 'TCP to peers: RTO min %s, delayed ACK max %s, retransmission signal %s' % (
+        ms(tcp.get('rto_min_ms'), '200 ms'), ms(tcp.get('delack_max_ms'), '40-200 ms'), 'on' if tcp.get('signal') else 'off')
 
 
 def notes(runs):
@@ -485,6 +505,8 @@ def parse_args(argv):
                         help='seconds of the no-fault run in edgeft mode (default 60; 0: none)')
     parser.add_argument('--modes', type=lambda text: [m.strip() for m in text.split(',') if m.strip()],
                         help='comma-separated modes, run in the order %s (default every mode of the topology)' % ','.join(MODES))
+    parser.add_argument('--tcp-settings', choices=('on', 'off'), default='on',
+                        help="edgeft's TCP program with its RTO and delayed-ACK settings, or with the kernel's (default on)")
     parser.add_argument('--json', action='store_true', help='print the whole report as JSON')
     args = parser.parse_args(argv)
     if not 1 <= args.pps <= 20_000:
@@ -505,7 +527,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _interrupt)
     status, _report = run_reported('failover_matrix', lambda log: run_benchmark(
         faults=args.faults, family=args.family, pps=args.pps, lead=args.lead, fault_seconds=args.fault_seconds,
-        tail=args.tail, quiet=args.quiet, topology=args.topology, modes=args.modes, log=log),
+        tail=args.tail, quiet=args.quiet, topology=args.topology, modes=args.modes, tcp_settings=args.tcp_settings == 'on',
+        log=log),
         args.json, format_table, errors=(BenchmarkError,))
     return status
 

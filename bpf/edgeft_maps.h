@@ -195,6 +195,45 @@ struct edgeft_probe {
 };
 
 /*
+ * TCP to fabric peers (tcp_peers.c, docs/tcp.md): a sock_ops program the
+ * agent loads and attaches to a cgroup for as long as it runs. For a
+ * connection whose remote address is in edgeft_peers_v1 it sets a lower
+ * minimum RTO and delayed-ACK maximum, and it reports the connection's
+ * retransmissions and RTOs to the agent (a ring buffer), which then confirms
+ * the peer's paths at once. Its maps are its own and live with the agent:
+ * nothing of it is pinned.
+ */
+#define EDGEFT_TCP_RTO 1     /* the retransmission timer fired (BPF_SOCK_OPS_RTO_CB) */
+#define EDGEFT_TCP_RETRANS 2 /* a segment was retransmitted (BPF_SOCK_OPS_RETRANS_CB) */
+
+/* edgeft_tcpcfg value (array of 1), written by the agent before it attaches. */
+struct edgeft_tcp_config {
+	__u32 rto_min_us;     /* TCP_BPF_RTO_MIN for peers' connections; 0 = the kernel's */
+	__u32 delack_max_us;  /* TCP_BPF_DELACK_MAX; 0 = the kernel's */
+	__u64 signal_hold_ns; /* at most one event per peer per hold; 0 = no events */
+};
+
+/* edgeft_tcpev ring buffer record. */
+struct edgeft_tcp_event {
+	__u32 peer_id;
+	__u8 plane; /* the remote address's native plane (EDGEFT_PLANE_NONE: none) */
+	__u8 kind;  /* EDGEFT_TCP_RTO or EDGEFT_TCP_RETRANS */
+	__u8 pad[2];
+	__u64 ns;   /* bpf_ktime_get_ns() */
+};
+
+/* edgeft_tcpctr value (per-CPU, array of 1). */
+struct edgeft_tcp_counters {
+	__u64 tuned;         /* peers' connections given the settings */
+	__u64 tune_failed;   /* ... where the kernel refused one (last_error says why) */
+	__u64 rto;           /* RTOs of peers' connections */
+	__u64 retrans;       /* retransmitted segments of peers' connections */
+	__u64 events;        /* records written to edgeft_tcpev */
+	__u64 events_lost;   /* records the ring buffer had no room for */
+	__s64 last_error;    /* the last failed bpf_setsockopt's return value */
+};
+
+/*
  * Map declarations (only where a toolchain is set up: Python includes
  * nothing). EDGEFT_MAP comes from edgeft_compat.h: a bcc table, or a
  * BTF-defined map for the object build.

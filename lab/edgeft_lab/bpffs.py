@@ -1,4 +1,5 @@
-"""The lab's own bpffs, mounted outside /sys because `ip netns exec` remounts /sys."""
+"""The lab's own mounts, outside /sys because `ip netns exec` remounts /sys: its bpffs, and its
+view of the cgroup v2 hierarchy (cgroups.py)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ def is_mounted(path: Path) -> bool:
         return any(line.split()[4] == target for line in f)
 
 
-def mount(path: Path) -> None:
+def mount(path: Path, fstype: bytes = b"bpf", data: bytes | None = b"mode=0700") -> None:
     path.mkdir(parents=True, exist_ok=True)
-    if _libc.mount(b"bpf", str(path).encode(), b"bpf", 0, b"mode=0700") != 0:
+    if _libc.mount(fstype, str(path).encode(), fstype, 0, data) != 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"mounting bpffs at {path}: {os.strerror(err)}")
+        raise OSError(err, f"mounting {fstype.decode()} at {path}: {os.strerror(err)}")
 
 
 def unmount(path: Path) -> None:

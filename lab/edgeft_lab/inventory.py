@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from . import cgroups
 from .plan import FabricPlan, Switch
 from .topology import PlaneSpec, Topology
 
@@ -58,6 +59,9 @@ def build_inventory(plan: FabricPlan, bpffs_root: Path) -> dict[str, Any]:
             "edgeft_agent_config": str(bpffs_root.parent / "state" / host.name / "agent.json"),
             # The machine's /etc is not the hosts' own: network configuration stays live only.
             "edgeft_persist": "none",
+            # The TCP program sees the processes of the host's own cgroup (cgroups.py), never the
+            # machine's: under the lab's own cgroup v2 mount, visible inside `ip netns exec`.
+            "edgeft_agent_tcp_cgroup": str(cgroups.host_dir(bpffs_root.parent, plan.name, host.name)),
             "edgeft_planes": planes,
         }
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
-from . import bpffs, fabric, netns, procs
+from . import bpffs, cgroups, fabric, netns, procs
 from .errors import LabError
 from .faults import Fault, FaultInjector, FaultRecord, validate
 from .neighbours import NeighbourLimits, lab_entries
@@ -151,6 +151,9 @@ class Lab:
         bpffs.mount(self.bpffs)
         for host in self.plan.hosts:
             (self.bpffs / host.name).mkdir(exist_ok=True)
+        state.mounts.append(str(cgroups.mount_point(self.run_dir)))
+        self._store.save(state)
+        cgroups.create(self.run_dir, self.name, [h.name for h in self.plan.hosts if h.machine != "vm"])
 
     def _teardown(self, state: LabState | None) -> None:
         vm_hosts = [h.name for h in self.plan.hosts if h.machine == "vm"]
@@ -160,7 +163,7 @@ class Lab:
             for host in vm_hosts:
                 machine.stop(self.run_dir, host)
         namespaces = list(self.plan.namespaces)
-        mounts = [str(self.bpffs)]
+        mounts = [str(self.bpffs), str(cgroups.mount_point(self.run_dir))]
         if state is not None:
             state.phase = PHASE_TEARING_DOWN
             self._store.save(state)
@@ -172,6 +175,7 @@ class Lab:
             namespaces = state.namespaces + [ns for ns in namespaces if ns not in state.namespaces]
             mounts = state.mounts + [m for m in mounts if m not in state.mounts]
         fabric.teardown(namespaces, self.plan.links)
+        cgroups.remove(self.run_dir, self.name)  # before its mount goes
         for mount in mounts:
             bpffs.unmount(Path(mount))
         self._neighbour_limits().release(self.name)
@@ -193,8 +197,9 @@ class Lab:
 
     def _leftovers(self) -> list[str]:
         found = [ns for ns in self.plan.namespaces if netns.exists(ns)]
-        if bpffs.is_mounted(self.bpffs):
-            found.append(str(self.bpffs))
+        for mount in (self.bpffs, cgroups.mount_point(self.run_dir)):
+            if bpffs.is_mounted(mount):
+                found.append(str(mount))
         return found
 
     @contextmanager
@@ -318,5 +323,13 @@ class Lab:
         return netns.open_socket(self.netns(node), family, kind)
 
     def exec_argv(self, node: str, argv: list[str]) -> list[str]:
-        """Argument list that runs argv in a node's namespace."""
-        return netns.exec_argv(self.netns(node), argv)
+        """Argument list that runs argv in a node's namespace (and a host's cgroup: cgroups.py)."""
+        return cgroups.wrap(self.cgroup(node), netns.exec_argv(self.netns(node), argv))
+
+    def cgroup(self, node: str) -> Path | None:
+        """The cgroup of a lab host's processes (None for switches, VMs, or without cgroup v2)."""
+        host = next((h for h in self.plan.hosts if h.name == node), None)
+        if host is None or host.machine == "vm":
+            return None
+        path = cgroups.host_dir(self.run_dir, self.name, node)
+        return path if path.is_dir() else None

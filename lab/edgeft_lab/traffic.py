@@ -90,8 +90,10 @@ class _Stream:
         if self._rx is not None:
             raise LabError(f"{self.kind} stream already started")
         config = self._config()
-        self._rx = Worker(f"{self.kind} receiver in {self.dst}", self.lab.netns(self.dst), self._receiver, config)
-        self._tx = Worker(f"{self.kind} sender in {self.src}", self.lab.netns(self.src), self._sender, config)
+        self._rx = Worker(f"{self.kind} receiver in {self.dst}", self.lab.netns(self.dst), self._receiver, config,
+                          self.lab.cgroup(self.dst))
+        self._tx = Worker(f"{self.kind} sender in {self.src}", self.lab.netns(self.src), self._sender, config,
+                          self.lab.cgroup(self.src))
         try:
             # Both interpreters start at once; the sender then waits for the receiver's port.
             self._rx.launch()

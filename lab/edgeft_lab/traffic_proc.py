@@ -5,7 +5,8 @@ process's GIL nor the other end's work distorts its timing. Each is a fresh inte
 (`python -m edgeft_lab.traffic_worker FD`: nothing inherited from the caller, and unlike
 multiprocessing's spawn it never re-runs the caller's main script) that moves itself into its
 namespace with setns first. Protocol over a socketpair carrying pickled messages
-(multiprocessing.connection): the parent sends (netns, function, config); the child answers
+(multiprocessing.connection): the parent sends (netns, cgroup, function, config); the child
+joins the host's cgroup (lab/cgroups.py) if there is one, and answers
 ("ready", info) once set up and ("result", payload) after the parent's "stop"; ("error", text)
 ends it at any point. A child whose parent is gone reads EOF and stops.
 """
@@ -18,11 +19,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from pyroute2 import netns as pyroute2_netns
 
-from . import netns
+from . import cgroups, netns
 from .errors import LabError
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # for the child's imports
@@ -80,7 +82,8 @@ def child_main(fd: int) -> None:
     """The worker process: read its job from the parent, enter the namespace, run."""
     conn = Connection(fd)
     try:
-        ns, target, config = conn.recv()
+        ns, cgroup, target, config = conn.recv()
+        cgroups.join(cgroup)  # before setns: the TCP program of the host sees this process's sockets
         ns_fd = os.open(netns.path(ns), os.O_RDONLY)
         try:
             pyroute2_netns.setns(ns_fd)
@@ -99,11 +102,12 @@ def child_main(fd: int) -> None:
 class Worker:
     """The parent's handle on one measuring process."""
 
-    def __init__(self, label: str, ns: str, target: Callable[[Control, dict[str, Any]], None], config: dict[str, Any]) -> None:
+    def __init__(self, label: str, ns: str, target: Callable[[Control, dict[str, Any]], None], config: dict[str, Any],
+                 cgroup: Path | None = None) -> None:
         if not netns.exists(ns):
             raise LabError(f"namespace {ns} does not exist: is the lab up?")
         self.label = label
-        self._job = (ns, target, config)
+        self._job = (ns, cgroup, target, config)
         self._proc: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
 

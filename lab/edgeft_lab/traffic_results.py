@@ -268,6 +268,8 @@ class TcpResult:
     errors: list[str]  # what went wrong and when, in order
     graceful_close: bool  # the closing FIN exchange completed
     survived: bool  # one connection, no error, every byte delivered, closed gracefully
+    retransmits: int  # segments the sender retransmitted (tcpi_total_retrans, every connection)
+    rto_ms: float | None  # the sender's retransmission timeout as the connection closed
     timeline: list[int]  # bytes received per bin
     bin_ms: float = BIN_NS / NS_PER_MS
     marks: dict[str, float] = field(default_factory=dict)
@@ -326,6 +328,8 @@ def analyze_tcp(
         errors=[f"{_ms(stamp - start):.1f} ms: {text}" for stamp, text in sender["errors"]],
         graceful_close=sender["graceful"],
         survived=survived,
+        retransmits=sender.get("retransmits", 0),
+        rto_ms=None if sender.get("rto_us") is None else sender["rto_us"] / 1000,
         timeline=timeline(stamps, start, end, sizes),
         marks=_relative_marks(marks, start),
     )

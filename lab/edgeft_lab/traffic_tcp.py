@@ -46,6 +46,8 @@ class _Sender:
         self.start_ns = 0
         self.end_ns = 0
         self.graceful = False
+        self.retransmits = 0  # tcpi_total_retrans of every connection, read as it closes
+        self.rto_us: int | None = None  # tcpi_rto of the last connection, as it closed
 
     def connect(self) -> bool:
         cfg = self.cfg
@@ -85,12 +87,24 @@ class _Sender:
 
     def close(self) -> None:
         if self.sock is not None:
+            self._read_info()
             self.selector.unregister(self.sock)
             self.sock.close()
             self.sock = None
 
     def _note(self, text: str) -> None:
         self.errors.append((time.monotonic_ns(), text))
+
+    def _read_info(self) -> None:
+        """The connection's retransmissions and RTO (struct tcp_info: tcpi_rto at byte 8,
+        tcpi_total_retrans at byte 100, both in the UAPI since Linux 2.6)."""
+        try:
+            raw = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        except OSError:
+            return
+        if len(raw) >= 104:
+            self.rto_us = struct.unpack_from("I", raw, 8)[0]
+            self.retransmits += struct.unpack_from("I", raw, 100)[0]
 
     def run(self) -> None:
         self.cfg["port"] = self.ctl.receive()  # the receiver's, once it listens
@@ -171,7 +185,7 @@ def send(ctl: Control, cfg: dict[str, Any]) -> None:
     sender.run()
     ctl.result({
         "bytes": sender.sent, "start_ns": sender.start_ns, "end_ns": sender.end_ns, "graceful": sender.graceful,
-        "counts": sender.counts, "errors": sender.errors,
+        "counts": sender.counts, "errors": sender.errors, "retransmits": sender.retransmits, "rto_us": sender.rto_us,
     })
 
 

@@ -18,6 +18,8 @@ def agent_config_refusal(settings, prefix=""):
     except ConfigError as e:
         text = str(e)
         setting = text.split(":", 1)[0].split(".", 1)[0].split("[", 1)[0]
+        if setting == "tcp" and prefix:  # the role's variables are flat: ..._tcp, ..._tcp_rto_min_ms
+            text = "tcp" + text[len("tcp.enabled"):] if text.startswith("tcp.enabled") else text.replace("tcp.", "tcp_", 1)
         return text if setting in NOT_PREFIXED or not prefix else prefix + text
     return ""
 

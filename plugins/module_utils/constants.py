@@ -18,6 +18,9 @@ STATE_DIR = "/var/lib/edgeft"
 
 # rtnetlink protocol of every route and rule edgeft adds: how edgeft finds its own.
 ROUTE_PROTO = 237
+# The kernel's local table (RT_TABLE_LOCAL), where the agent keeps the IPv6 addresses of a NIC
+# without carrier local (fabric/routes.py keep_local).
+LOCAL_TABLE = 255
 
 # 0xEDF7 = 60919: the tc handle of the data path's filters and the agent's backup-route table;
 # the agent's held routes use the table after it. Tables of a multihome plan must avoid both.

@@ -19,6 +19,9 @@ description:
   - The programs use only UAPI types and no CO-RE relocations, so one object serves every kernel
     the data path supports (5.12 and newer). M(edgeft.failover.ebpf_program) loads them on the
     targets with libbpf, which needs no compiler and no kernel headers there.
+  - It also builds the TCP program (C(tcp_peers.c)), one object for every plane, named
+    C(edgeft-tcp-<digest>.bpf.o), which the failover agent loads and attaches to a cgroup
+    (the ebpf_failover role's C(ebpf_failover_agent_tcp)).
 author:
   - edgeft maintainers (@edgeft)
 options:
@@ -110,6 +113,28 @@ objects:
       file: edgeft-p0-74191d293e49a304.bpf.o
       digest: 74191d293e49a304
       cached: true
+tcp_object:
+  description: The TCP program's object (C(bpf/tcp_peers.c)), which the failover agent loads.
+  returned: always
+  type: dict
+  contains:
+    path:
+      description: The object's path in O(cache_dir).
+      type: str
+    file:
+      description: Its file name, C(edgeft-tcp-<digest>.bpf.o).
+      type: str
+    digest:
+      description: The digest of its sources and build settings.
+      type: str
+    cached:
+      description: Whether the object was already in the cache (nothing built).
+      type: bool
+  sample:
+    path: /root/.cache/edgeft/bpf-objects/edgeft-tcp-51639b1252c2e174.bpf.o
+    file: edgeft-tcp-51639b1252c2e174.bpf.o
+    digest: 51639b1252c2e174
+    cached: true
 compiler:
   description: The first line of the compiler's C(--version).
   returned: always

@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 from edgeft_lab import Lab
+from edgeft_lab import cgroups as lab_cgroups
 from edgeft_lab import netns as lab_netns
 from edgeft_lab.ping import ping
+
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.sockops import cgroup2_root
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0 or not all(shutil.which(t) for t in ("ip", "nft", "ping")),
@@ -32,6 +35,8 @@ def assert_nothing_left(name: str) -> None:
     assert leftovers == [], f"namespaces left behind: {leftovers}"
     assert f" /run/edgeft-lab/{name}/" not in Path("/proc/self/mountinfo").read_text()
     assert not Path(f"/run/edgeft-lab/{name}").exists()
+    top = cgroup2_root()
+    assert top is None or not Path(top, lab_cgroups.PREFIX + name).exists(), f"cgroup left behind: {top}/{name}"
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 3.0, interval: float = 0.05) -> bool:

@@ -11,8 +11,13 @@ Probing costs scale with the peers a host talks to, not with the fabric:
 paths to peers with traffic in the last active_window_ms are probed every
 interval_ms, the others every idle_interval_ms (and at the full rate again
 as soon as one probe goes unanswered or traffic starts). A path with traffic
-whose probe went unanswered is probed every confirm_interval_ms until it
-answers or is judged down: a failure is confirmed without a higher steady rate.
+whose probe is not answered within confirm_interval_ms is judged missed then,
+and probed every confirm_interval_ms until it answers or is judged down: a
+failure is confirmed without a higher steady rate.
+A retransmission of a TCP connection to a peer (the sock_ops program, tcp.py)
+raises an alarm on the peer's paths: each is probed at once and then every
+confirm_interval_ms until it answers, so a path that lost a segment is
+confirmed in the time of the connection's first retransmission.
 Outputs: the plane UP flags and the peers' judged down bits in the pinned
 maps, backup routes, log lines, metrics.
 
@@ -31,6 +36,7 @@ import signal
 import time
 
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import exposition, metrics, netlink
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.cadence import Cadence
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_SCAN_MS
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.endpoint import Endpoint
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.judge import Dampening, Judge
@@ -40,6 +46,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.agent.planewatch i
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.prober import Prober
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.routekeeper import RouteKeeper
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.steer import Steering
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.tcp import TcpAlarms
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.wheel import TimerWheel
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout, probe
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
@@ -71,8 +78,9 @@ class PlaneState:
         return self.judge.up and not self.flags & layout.PLANE_DRAINED
 
 
-class Agent(PlaneWatch, RouteKeeper):
-    """The agent; its plane judgement and its routes are in planewatch.py and routekeeper.py."""
+class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
+    """The agent; when it probes, its plane judgement, its routes and its TCP alarms are in
+    cadence.py, planewatch.py, routekeeper.py and tcp.py."""
 
     def __init__(self, cfg, maps, planes, log, clock=time.monotonic_ns):
         self.cfg = cfg
@@ -104,6 +112,7 @@ class Agent(PlaneWatch, RouteKeeper):
         self.route_errors = []
         self.route_want = {}  # routes.desired() as of the last sync
         self.routes_due = True  # the first resync installs them whatever the peers
+        self.tcp = None  # TcpSignal, from start()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
     # ------------------------------------------------------------- helpers
@@ -149,8 +158,10 @@ class Agent(PlaneWatch, RouteKeeper):
             elif not up and carrier:
                 self.log.info("plane %s: UP flag clear at start with carrier on %s: set again after %d ms of stable carrier",
                               spec["name"], spec["interface"], self.cfg.hold_down_ms)
+        self.keep_local_addresses()  # as the NICs are now (a restart keeps or removes the last agent's)
         self.resync(now)
         self._scan_activity(now)
+        self.open_tcp()
         if self.cfg.metrics_listen:
             self.endpoint = self.open_endpoint(self.cfg.metrics_listen)
         now = self.clock()
@@ -308,6 +319,8 @@ class Agent(PlaneWatch, RouteKeeper):
         if self.endpoint is not None:
             self.endpoint.close()
         self.prober.close()
+        if self.tcp is not None:
+            self.tcp.close()
         for state in self.planes.values():
             if state.first_hop is not None:
                 state.first_hop.close(self._unwatch)
@@ -318,59 +331,6 @@ class Agent(PlaneWatch, RouteKeeper):
         os.close(self._wake_w)
 
     # ------------------------------------------------------------- probes
-    def _probe(self, path, now) -> None:
-        path.check(now)
-        self.judge_path(path, now)
-        if (path.peer_id, path.plane) not in self.paths:
-            return  # the peer went away while we judged
-        payload = path.request(self.session, self.clock())
-        if not self.prober.send(path.plane, path.family, path.address, payload):
-            path.send_errors += 1
-        step = self.probe_step(path)
-        nxt = path.timer.deadline + step
-        if nxt <= now:  # we were late by more than a step: keep the cadence from now
-            nxt = now + step
-        path.timer = self.wheel.schedule(nxt, lambda t, p=path: self._probe(p, t))
-
-    def probe_step(self, path) -> int:
-        """ns to the path's next probe: the full rate for peers with traffic and for
-        suspect paths, the idle rate for the rest; and while a path with traffic,
-        judged up, has missed its latest probes, the confirmation rate: detection
-        is one interval and multiplier - 1 confirmations, not multiplier intervals."""
-        if path.peer_id in self.active:
-            # Not once the misses reached multiplier: a dead path with nowhere to fail over to
-            # (every path of the peer dead) stays at the full rate, not the confirmation rate.
-            if 0 < path.misses < path.multiplier and path.judge.up:
-                return self.cfg.confirm_interval_ns
-            return self.cfg.interval_ns
-        if path.suspect:
-            return self.cfg.interval_ns
-        return self.cfg.idle_interval_ns
-
-    def _scan_activity(self, now) -> None:
-        """Which peers had traffic lately (the data path's last rx/tx stamps); a peer
-        that just became active gets its next probes at once, at the full rate."""
-        latest = self.maps.last_traffic(self.peers)
-        stamp = self.clock()  # the data path stamps CLOCK_MONOTONIC, like self.clock
-        active = {pid for pid, t in latest.items() if t and stamp - t <= self.cfg.active_window_ns}
-        woken = active - self.active
-        self.active = active
-        for path in self.paths.values():
-            if path.peer_id not in woken or path.timer is None:
-                continue
-            # Not before one interval after the last probe left: it must have had its chance.
-            at = max(now, path.sent_ns + self.cfg.interval_ns)
-            if path.timer.deadline > at:
-                path.timer.cancel()
-                path.timer = self.wheel.schedule(at, lambda t, p=path: self._probe(p, t))
-
-    def _tick_activity(self, now) -> None:
-        try:
-            self._scan_activity(now)
-        except (OSError, DatapathError) as e:
-            self.log.warning("reading the peers' traffic stamps failed: %s", e)
-        self.wheel.schedule(now + ACTIVITY_SCAN_MS * 1000000, self._tick_activity)
-
     def _on_probe_readable(self, _sock) -> None:
         """Replies are read in _drain_probes, right after select returns."""
 
@@ -404,6 +364,7 @@ class Agent(PlaneWatch, RouteKeeper):
             if not others:
                 return
             judge.fail(now)
+            path.alarm = False
             path.failovers += 1
             self.totals["failovers"] += 1
             active = self.steer.path_down(path.peer_id, path.plane, [p.plane for p in others])

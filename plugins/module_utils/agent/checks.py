@@ -100,3 +100,25 @@ def check_plane_slots(planes, maps) -> None:
         if slot.ifindex != p["ifindex"]:
             raise ConfigError("%s: %s is ifindex %d, but the data path's plane %d is ifindex %d: the agent's planes "
                               "must be the peer table's, in the same order" % (where, p["interface"], p["ifindex"], p["index"], slot.ifindex))
+
+
+def check_tcp(cfg) -> None:
+    """With tcp enabled: the object is there, the cgroup is a cgroup v2 directory, and this kernel
+    accepts the settings (its HZ bounds them). Attaching is still the agent's, at start: a failure
+    there leaves it running without the program (tcp.py)."""
+    tcp = cfg.tcp
+    if not tcp["enabled"]:
+        return
+    from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys, sockops
+
+    if not os.path.isfile(tcp["object"]):
+        raise ConfigError("tcp.object: %s does not exist: the role installs it with the agent (object loader)" % tcp["object"])
+    cgroup = sockops.resolve_cgroup(tcp["cgroup"])
+    if cgroup is None or not os.path.isdir(cgroup) or not bpfsys.is_cgroup2(cgroup):
+        raise ConfigError("tcp.cgroup: %s is not a directory of the cgroup v2 hierarchy (mounted at %s here)"
+                          % (cgroup or tcp["cgroup"] or "the cgroup v2 root", sockops.cgroup2_root() or "nowhere"))
+    settings = sockops.TcpSettings(tcp["rto_min_ms"] * 1000, tcp["delack_max_ms"] * 1000, 0)
+    try:
+        sockops.check_settings(settings, sockops.kernel_hz())
+    except DatapathError as e:
+        raise ConfigError(str(e)) from None

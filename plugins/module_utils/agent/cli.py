@@ -92,6 +92,7 @@ def _run(cfg, check_only: bool) -> int:
     try:
         planes = checks.resolve_planes(cfg, log)
         checks.check_plane_slots(planes, maps)
+        checks.check_tcp(cfg)
         if check_only:
             sys.stdout.write("%s: configuration ok: %d plane(s), %s\n" % (PROG, len(planes), cfg.summary()))
             return 0

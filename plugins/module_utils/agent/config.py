@@ -36,6 +36,7 @@ DEFAULTS = {
     "resync_ms": 1000,
     "metrics_peers": 10,
     "metrics_min_interval_ms": 1000,
+    "tcp": None,
     "log_level": "info",
 }
 
@@ -52,6 +53,17 @@ BACKUP_ROUTES_DEFAULTS = {
     "enabled": True,
     "table": constants.BACKUP_TABLE,
     "priority": constants.BACKUP_RULE_PRIORITY,
+}
+
+# TCP to fabric peers (datapath/sockops.py, docs/tcp.md). rto_min_ms and delack_max_ms: 0 leaves
+# the kernel's; chosen in docs/decisions.md ("TCP to fabric peers").
+TCP_DEFAULTS = {
+    "enabled": False,
+    "object": "",
+    "cgroup": "",
+    "rto_min_ms": 16,
+    "delack_max_ms": 8,
+    "signal": True,
 }
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -98,6 +110,8 @@ MAXIMUM = {
     "dampening.max_suppress_ms": 3600000,
     "backup_routes.table": 2 ** 32 - 2,
     "backup_routes.priority": 32764,
+    "tcp.rto_min_ms": 200,
+    "tcp.delack_max_ms": 200,
 }
 
 
@@ -136,6 +150,34 @@ def _section(data, key, defaults):
             out[k] = _int(out, k, 0, "%s.%s" % (key, k))
             if out[k] == 0 and k not in ("table",):
                 raise ConfigError("%s.%s: must be positive, got 0" % (key, k))
+    return out
+
+
+def _tcp(value):
+    """The tcp section: the sock_ops program's switch, object, cgroup and settings."""
+    if value is None or isinstance(value, bool):
+        value = {"enabled": bool(value)}
+    if not isinstance(value, dict):
+        raise ConfigError("tcp: expected an object (or true/false), got %r" % (value,))
+    unknown = sorted(set(value) - set(TCP_DEFAULTS))
+    if unknown:
+        raise ConfigError("tcp.%s: unknown option (known: %s)" % (unknown[0], ", ".join(sorted(TCP_DEFAULTS))))
+    out = dict(TCP_DEFAULTS, **value)
+    for key in ("enabled", "signal"):
+        if not isinstance(out[key], bool):
+            raise ConfigError("tcp.%s: expected true or false, got %r" % (key, out[key]))
+    for key in ("rto_min_ms", "delack_max_ms"):
+        out[key] = _int(out, key, 0, "tcp.%s" % key)
+    if not isinstance(out["object"], str) or (out["object"] and not out["object"].startswith("/")):
+        raise ConfigError("tcp.object: %r must be an absolute path" % (out["object"],))
+    if not isinstance(out["cgroup"], str) or ".." in out["cgroup"].split("/"):
+        raise ConfigError("tcp.cgroup: %r must be a path without '..': absolute, or under the cgroup v2 root, or empty "
+                          "for the root itself (the whole host)" % (out["cgroup"],))
+    if out["enabled"] and not out["object"]:
+        raise ConfigError("tcp.object: the TCP program's object file is needed with tcp.enabled (the role installs it)")
+    if out["rto_min_ms"] and out["delack_max_ms"] >= out["rto_min_ms"]:
+        raise ConfigError("tcp.delack_max_ms: %d ms is not below tcp.rto_min_ms (%d ms): a peer delaying its ACK that "
+                          "long would make every such wait a spurious retransmission" % (out["delack_max_ms"], out["rto_min_ms"]))
     return out
 
 
@@ -270,6 +312,7 @@ class Config:
         self.resync_ms = _int(d, "resync_ms", 1)
         self.metrics_peers = _int(d, "metrics_peers", 0)
         self.metrics_min_interval_ms = _int(d, "metrics_min_interval_ms", 0)
+        self.tcp = _tcp(d["tcp"])
         if d["log_level"] not in LOG_LEVELS:
             raise ConfigError("log_level: expected one of %s, got %r" % (", ".join(LOG_LEVELS), d["log_level"]))
         self.log_level = d["log_level"]
@@ -308,12 +351,14 @@ class Config:
 
     @property
     def detection_ms(self) -> int:
-        """From the first unanswered probe's send to the failover, for a peer with traffic."""
-        return self.interval_ms + (self.multiplier - 1) * self.confirm_step_ms
+        """From the send of the first probe that goes unanswered to the failover, for a peer with
+        traffic: each of multiplier probes is judged a confirmation step after it left. From the
+        failure itself, up to one interval more (the probe that finds it)."""
+        return self.multiplier * self.confirm_step_ms
 
     def summary(self) -> str:
         return ("probes every %d ms to peers with traffic in the last %d ms (else every %d ms), down after %d missed, "
-                "confirmed every %d ms after the first (%d ms), hold-down %d ms, dampening %s" % (
+                "each due back within %d ms (down %d-%d ms after a failure), hold-down %d ms, dampening %s" % (
                     self.interval_ms, self.active_window_ms, self.idle_interval_ms, self.multiplier,
-                    self.confirm_step_ms, self.detection_ms,
+                    self.confirm_step_ms, self.detection_ms, self.detection_ms + self.interval_ms,
                     self.hold_down_ms, "on" if self.dampening["enabled"] else "off"))

@@ -61,6 +61,30 @@ def _agent(fam, agent, now, shown):
     fam("edgeft_agent_peers_shown", "gauge", "Peers with series of their own (all, or the abnormal ones up to metrics_peers)").add(len(shown))
     fam("edgeft_agent_peers_with_traffic", "gauge", "Peers with traffic in the active window (probed every interval)").add(len(agent.active))
     fam("edgeft_agent_loop_lag_max_seconds", "gauge", "Longest delay of a timer behind its deadline").add(agent.loop_lag_max_ns / 1e9)
+    if agent.tcp is not None and agent.tcp.cfg["enabled"]:
+        _tcp(fam, agent.tcp)
+
+
+# The TCP program's counters (edgeft_tcpctr) and what each means.
+TCP_COUNTERS = (
+    ("tuned", "edgeft_tcp_connections_tuned_total", "Connections to peers given the RTO and delayed-ACK settings"),
+    ("tune_failed", "edgeft_tcp_tune_failures_total", "Connections to peers where the kernel refused a setting"),
+    ("retrans", "edgeft_tcp_retransmissions_total", "Segments retransmitted on connections to peers"),
+    ("rto", "edgeft_tcp_rtos_total", "Retransmission timeouts of connections to peers"),
+    ("events_lost", "edgeft_tcp_records_lost_total", "Retransmission records the ring buffer had no room for"),
+)
+
+
+def _tcp(fam, tcp):
+    fam("edgeft_agent_tcp_program_attached", "gauge",
+        "The TCP program is attached (0: failover works without it; status says why)").add(tcp.attached)
+    signals = fam("edgeft_agent_tcp_signals_total", "counter", "Retransmission records read, each an alarm on the peer's paths")
+    for kind, value in sorted(tcp.by_kind.items()):
+        signals.add(value, kind=kind)
+    counters = tcp.counters()
+    for key, name, help_text in TCP_COUNTERS:
+        if key in counters:
+            fam(name, "counter", help_text).add(counters[key])
 
 
 def _plane(fam, agent, s, now, agg):

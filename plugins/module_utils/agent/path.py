@@ -51,6 +51,8 @@ class Path:
         self.outcomes = collections.deque(maxlen=LOSS_WINDOW)
         self.lost = 0  # unanswered probes in outcomes, kept as they come and go (metrics read it per path)
         self.timer = None
+        self.alarm = False  # a connection to the peer retransmitted: confirm until a reply (agent.alarm)
+        self.alarms = 0
 
     def check(self, now: int) -> None:
         """Judge the probe sent last (one interval ago): answered or missed."""
@@ -93,6 +95,7 @@ class Path:
         self.received += 1
         self.answered = max(self.answered, seq)
         self.misses = 0
+        self.alarm = False
         self.last_reply_ns = now
         rtt = max(0, now - sent_ns)
         self.rtt_last_ns = rtt

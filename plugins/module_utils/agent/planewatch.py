@@ -66,7 +66,10 @@ class PlaneWatch:
                 continue
             carrier = flags is not None and netlink.carrier(flags)
             came_back = carrier and not state.carrier
+            changed = carrier != state.carrier
             state.carrier = carrier
+            if changed:
+                self.keep_local_addresses()
             if came_back and state.routes_lost and self.cfg.backup_routes["enabled"]:
                 self.sync_routes()
                 state.routes_lost = False

@@ -71,7 +71,7 @@ def status(agent) -> dict:
                 "rtt_ms": _ms(path.rtt_last_ns), "rtt_avg_ms": _ms(path.rtt_avg_ns),
                 "loss": round(path.loss_ratio(), 4), "sent": path.sent, "received": path.received, "rejected": path.rejected,
                 "send_errors": path.send_errors, "last_reply_age_ms": _age_ms(now, path.last_reply_ns),
-                "failovers": path.failovers, "failbacks": path.failbacks,
+                "failovers": path.failovers, "failbacks": path.failbacks, "alarms": path.alarms,
                 "penalty": round(j.damp.penalty(now)), "suppressed": j.damp.suppressed(now),
             }
         peers.append(entry)
@@ -80,6 +80,7 @@ def status(agent) -> dict:
                   "now_ns": now, "settings": agent.cfg.summary(), "loop_lag_max_ms": _ms(agent.loop_lag_max_ns),
                   "backup_route_errors": agent.route_errors[:3]},
         "totals": dict(agent.totals),
+        "tcp": agent.tcp.status() if agent.tcp is not None else None,
         "planes": planes,
         "peers": peers,
         "events": list(agent.events),

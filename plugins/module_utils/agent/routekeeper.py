@@ -39,6 +39,20 @@ class RouteKeeper:
                           len(added), len(removed), br["table"] + 1, len(held_added), len(held_removed))
         self._route_errors(errors)
 
+    def keep_local_addresses(self) -> None:
+        """Our IPv6 address of each plane without carrier stays local (routes.keep_local): steered
+        traffic to it arrives on another plane while its NIC is down."""
+        want = {s.spec[6] for s in self.planes.values() if not s.carrier and s.spec.get(6)}
+        try:
+            added, removed, errors = routes.keep_local(want)
+        except (OSError, iproute.IpCommandError) as e:
+            added, removed, errors = [], [], [str(e)]
+        if added or removed:
+            self.log.info("local through lo while their NIC has no carrier: %s%s", "+" + ", +".join(added) if added else "",
+                          (" " if added else "") + "-" + ", -".join(removed) if removed else "")
+        if errors:
+            self.log.warning("keeping IPv6 addresses of a NIC without carrier local failed: %s", errors[0])
+
     def _path_addresses(self, path) -> set:
         """(family, address) of the path's peer on the path's plane (both families)."""
         peer = self.peers.get(path.peer_id)

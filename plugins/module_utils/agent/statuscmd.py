@@ -70,12 +70,26 @@ def _v(value, fmt="%s", none="-"):
     return none if value is None else fmt % value
 
 
+def _tcp_line(tcp) -> str:
+    """The TCP program (agent/tcp.py) in one line."""
+    if not tcp or not tcp["enabled"]:
+        return "TCP program: off"
+    if not tcp["attached"]:
+        return "TCP program: NOT ATTACHED (failover works without it): %s" % tcp["error"]
+    prog = tcp.get("program") or {}
+    refused = " (%d refused by the kernel: %s)" % (prog["tune_failed"], prog["last_error"]) if prog.get("tune_failed") else ""
+    return ("TCP program: on cgroup %s, %d connection(s) to peers tuned%s, %d retransmission(s), %d RTO(s), %d alarm(s)"
+            % (tcp["cgroup"], prog.get("tuned", 0), refused, prog.get("retrans", 0), prog.get("rto", 0),
+               sum(tcp["signals_received"].values())))
+
+
 def render(st: dict, note: str = "") -> str:
     lines = []
     agent = st.get("agent")
     if agent:
         lines.append("edgeft-agent pid %d, up %.1f s: %s" % (agent["pid"], agent["uptime_ms"] / 1000.0, agent["settings"]))
         lines.append("failovers %d, failbacks %d" % (st["totals"]["failovers"], st["totals"]["failbacks"]))
+        lines.append(_tcp_line(st.get("tcp")))
     else:
         lines.append("edgeft-agent: not running%s; the data path as the maps hold it:" % (" (%s)" % note if note else ""))
     lines.append("")

@@ -41,6 +41,10 @@ PROG_TEST_RUN = 10
 MAP_GET_FD_BY_ID = 14
 OBJ_GET_INFO_BY_FD = 15
 MAP_LOOKUP_BATCH = 24
+LINK_CREATE = 28
+
+# enum bpf_attach_type
+CGROUP_SOCK_OPS = 3
 
 # map update flags
 BPF_ANY = 0
@@ -48,6 +52,7 @@ BPF_NOEXIST = 1
 BPF_EXIST = 2
 
 BPF_FS_MAGIC = 0xCAFE4A11
+CGROUP2_SUPER_MAGIC = 0x63677270
 
 _libc = None
 
@@ -80,6 +85,15 @@ class ObjAttr(ctypes.Structure):
         ("pathname", ctypes.c_uint64),
         ("bpf_fd", ctypes.c_uint32),
         ("file_flags", ctypes.c_uint32),
+    ]
+
+
+class LinkCreateAttr(ctypes.Structure):
+    _fields_ = [
+        ("prog_fd", ctypes.c_uint32),
+        ("target_fd", ctypes.c_uint32),
+        ("attach_type", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
     ]
 
 
@@ -180,6 +194,11 @@ def obj_get(path: str) -> int:
     return bpf(OBJ_GET, ObjAttr(pathname=ctypes.addressof(p)), "open pinned %s" % path)
 
 
+def link_create(prog_fd: int, target_fd: int, attach_type: int, what: str) -> int:
+    """fd of a new BPF link (the program detaches when the last fd of it closes)."""
+    return bpf(LINK_CREATE, LinkCreateAttr(prog_fd=prog_fd, target_fd=target_fd, attach_type=attach_type), what)
+
+
 def obj_pin(fd: int, path: str) -> None:
     p = ctypes.create_string_buffer(os.fsencode(path))
     bpf(OBJ_PIN, ObjAttr(pathname=ctypes.addressof(p), bpf_fd=fd), "pin %s" % path)
@@ -276,8 +295,8 @@ def possible_cpus() -> int:
     return n
 
 
-def is_bpffs(path: str) -> bool:
-    """True if path lies on a bpf filesystem (pins only work there)."""
+def _fs_magic(path: str):
+    """statfs(2)'s f_type of path, or None when it cannot be read."""
 
     class _Statfs(ctypes.Structure):
         _fields_ = [("f_type", ctypes.c_long), ("_rest", ctypes.c_byte * 120)]
@@ -285,5 +304,15 @@ def is_bpffs(path: str) -> bool:
     libc = ctypes.CDLL(None, use_errno=True)
     buf = _Statfs()
     if libc.statfs(os.fsencode(path), ctypes.byref(buf)) != 0:
-        return False
-    return (buf.f_type & 0xFFFFFFFF) == BPF_FS_MAGIC
+        return None
+    return buf.f_type & 0xFFFFFFFF
+
+
+def is_bpffs(path: str) -> bool:
+    """True if path lies on a bpf filesystem (pins only work there)."""
+    return _fs_magic(path) == BPF_FS_MAGIC
+
+
+def is_cgroup2(path: str) -> bool:
+    """True if path is on the cgroup v2 hierarchy (where cgroup programs attach)."""
+    return _fs_magic(path) == CGROUP2_SUPER_MAGIC

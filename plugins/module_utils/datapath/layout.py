@@ -22,6 +22,8 @@ PLANE_DRAINED = 0x2
 PLANE_ROUTED = 0x4
 PEER_NO_LEARN = 0x1
 XLAT_LOCAL = 0x1
+TCP_RTO = 1
+TCP_RETRANS = 2
 
 # Fixed constants: asserted equal in every compile.
 CONSTANTS = {
@@ -33,6 +35,8 @@ CONSTANTS = {
     "EDGEFT_PEER_NO_LEARN": PEER_NO_LEARN,
     "EDGEFT_PLANE_ROUTED": PLANE_ROUTED,
     "EDGEFT_XLAT_LOCAL": XLAT_LOCAL,
+    "EDGEFT_TCP_RTO": TCP_RTO,
+    "EDGEFT_TCP_RETRANS": TCP_RETRANS,
 }
 
 # Overridable with -D<name>=<value>; the header's defaults.
@@ -48,6 +52,7 @@ TUNABLES = {
 MAP_HASH = 1
 MAP_ARRAY = 2
 MAP_PERCPU_ARRAY = 6
+MAP_RINGBUF = 27
 
 
 class Addr(ctypes.Structure):
@@ -126,7 +131,44 @@ class XlatCounters(ctypes.Structure):
     ]
 
 
-STRUCTS = (Addr, PeerRef, PeerState, Plane, Counters, FoKey, Xlat, XlatCounters)
+class TcpConfig(ctypes.Structure):
+    """edgeft_tcpcfg value: the settings of the sock_ops program (bpf/tcp_peers.c)."""
+
+    c_name = "edgeft_tcp_config"
+    _fields_ = [
+        ("rto_min_us", ctypes.c_uint32),
+        ("delack_max_us", ctypes.c_uint32),
+        ("signal_hold_ns", ctypes.c_uint64),
+    ]
+
+
+class TcpEvent(ctypes.Structure):
+    """edgeft_tcpev record: a retransmission or RTO of a connection to a peer."""
+
+    c_name = "edgeft_tcp_event"
+    _fields_ = [
+        ("peer_id", ctypes.c_uint32),
+        ("plane", ctypes.c_uint8),
+        ("kind", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8 * 2),
+        ("ns", ctypes.c_uint64),
+    ]
+
+
+class TcpCounters(ctypes.Structure):
+    c_name = "edgeft_tcp_counters"
+    _fields_ = [
+        ("tuned", ctypes.c_uint64),
+        ("tune_failed", ctypes.c_uint64),
+        ("rto", ctypes.c_uint64),
+        ("retrans", ctypes.c_uint64),
+        ("events", ctypes.c_uint64),
+        ("events_lost", ctypes.c_uint64),
+        ("last_error", ctypes.c_int64),
+    ]
+
+
+STRUCTS = (Addr, PeerRef, PeerState, Plane, Counters, FoKey, Xlat, XlatCounters, TcpConfig, TcpEvent, TcpCounters)
 
 MapSpec = namedtuple("MapSpec", "name map_type key value max_entries")
 """max_entries(tunables dict) -> int, the same expression as the header's."""
@@ -155,6 +197,17 @@ MAPS = (
     MapSpec("edgeft_xctr_v1", MAP_PERCPU_ARRAY, ctypes.c_uint32, XlatCounters, lambda t: PLANE_SLOTS),
 )
 MAPS_BY_NAME = {m.name: m for m in MAPS}
+
+# The sock_ops program's own maps (bpf/tcp_peers.c): created with it, never pinned. Its object
+# also holds every map above, which the loader points at the host's pins (edgeft_peers_v1 is
+# the one it reads).
+TCP_PROGRAM = "edgeft_tcp"
+TCP_MAPS = (
+    MapSpec("edgeft_tcpcfg", MAP_ARRAY, ctypes.c_uint32, TcpConfig, lambda t: 1),
+    MapSpec("edgeft_tcpctr", MAP_PERCPU_ARRAY, ctypes.c_uint32, TcpCounters, lambda t: 1),
+    MapSpec("edgeft_tcplast", MAP_ARRAY, ctypes.c_uint32, ctypes.c_uint64, lambda t: t["EDGEFT_MAX_PEERS"]),
+)
+TCP_EVENTS_MAP = "edgeft_tcpev"
 
 
 def tunables(overrides: dict = None) -> dict:

@@ -29,6 +29,8 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors im
 SOURCE = 'failover_tc.c'
 PROGRAMS = ('edgeft_egress', 'edgeft_ingress')
 PREFIX = 'edgeft-p'  # every object's name: PREFIX<plane>-<digest>SUFFIX
+TCP_SOURCE = 'tcp_peers.c'  # the sock_ops program the agent loads (docs/tcp.md)
+TCP_PREFIX = 'edgeft-tcp-'  # its object: TCP_PREFIX<digest>SUFFIX
 SUFFIX = '.bpf.o'
 # Bump when the build command changes what an object holds for the same inputs.
 _DIGEST_SCHEME = b'edgeft-bpf-object/2'
@@ -71,12 +73,12 @@ def _headers(bpf_dir: str) -> list:
     return sorted(n for n in os.listdir(bpf_dir) if n.endswith('.h'))
 
 
-def digest(bpf_dir: str, defines: list, compiler: str, tunables: dict) -> str:
+def digest(bpf_dir: str, defines: list, compiler: str, tunables: dict, source: str = SOURCE) -> str:
     """Content digest of one build: sources, headers, layout asserts, defines and compiler."""
     h = hashlib.sha256()
     parts = [_DIGEST_SCHEME, compiler.encode(), ' '.join(CLANG_FLAGS).encode(), '\0'.join(defines).encode(),
              layout_check.c_asserts(layout.tunables(tunables)).encode()]
-    for name in [SOURCE] + _headers(bpf_dir):
+    for name in [source] + _headers(bpf_dir):
         with open(os.path.join(bpf_dir, name), 'rb') as f:
             parts += [name.encode(), f.read()]
     for part in parts:
@@ -86,6 +88,10 @@ def digest(bpf_dir: str, defines: list, compiler: str, tunables: dict) -> str:
 
 def object_name(plane: int, digest_: str) -> str:
     return '%s%d-%s%s' % (PREFIX, plane, digest_, SUFFIX)
+
+
+def tcp_object_name(digest_: str) -> str:
+    return '%s%s%s' % (TCP_PREFIX, digest_, SUFFIX)
 
 
 def cached(plane: int, tunables: dict, bpf_dir: str, cache_dir: str, compiler: str) -> Built:
@@ -101,11 +107,35 @@ def build(plane: int, tunables: dict, bpf_dir: str, cache_dir: str, clang: str =
 
     compiler: clang_version(clang), when the caller has it already."""
     found = cached(plane, tunables, bpf_dir, cache_dir, compiler or clang_version(clang))
-    if found.cached:
-        return found
-    path, defines = found.path, plane_defines(plane, tunables)
+    if not found.cached:
+        _compile(SOURCE, plane_defines(plane, tunables), tunables, bpf_dir, found.path, clang, 'the programs of plane %d' % plane)
+    return found
+
+
+def _tcp_defines(tunables: dict) -> list:
+    return ['-D%s=%d' % kv for kv in sorted(layout.tunables(tunables).items())]
+
+
+def tcp_cached(tunables: dict, bpf_dir: str, cache_dir: str, compiler: str) -> Built:
+    """Where build_tcp() puts the TCP program's object, and whether it is there; builds nothing."""
+    name = digest(bpf_dir, _tcp_defines(tunables), compiler, tunables, source=TCP_SOURCE)
+    path = os.path.join(cache_dir, tcp_object_name(name))
+    return Built(path, name, None, os.path.isfile(path))
+
+
+def build_tcp(tunables: dict, bpf_dir: str, cache_dir: str, clang: str = 'clang', compiler: str | None = None) -> Built:
+    """The object of the sock_ops program (bpf/tcp_peers.c, one for every plane), compiled
+    unless the cache has it. Its plane is None."""
+    found = tcp_cached(tunables, bpf_dir, cache_dir, compiler or clang_version(clang))
+    if not found.cached:
+        _compile(TCP_SOURCE, _tcp_defines(tunables), tunables, bpf_dir, found.path, clang, 'the TCP program')
+    return found
+
+
+def _compile(source: str, defines: list, tunables: dict, bpf_dir: str, path: str, clang: str, what: str) -> None:
+    cache_dir = os.path.dirname(path)
     os.makedirs(cache_dir, exist_ok=True)
-    with open(os.path.join(bpf_dir, SOURCE), 'rb') as f:
+    with open(os.path.join(bpf_dir, source), 'rb') as f:
         text = f.read() + b'\n' + layout_check.c_asserts(layout.tunables(tunables)).encode()
     fd, tmp = tempfile.mkstemp(prefix='.edgeft-', suffix=SUFFIX, dir=cache_dir)
     os.close(fd)
@@ -117,14 +147,13 @@ def build(plane: int, tunables: dict, bpf_dir: str, cache_dir: str, clang: str =
     try:
         done = subprocess.run(cmd, input=text, capture_output=True, check=False, cwd=bpf_dir)
         if done.returncode != 0:
-            raise CompileError('clang could not build the programs of plane %d from %s: %s'
-                               % (plane, os.path.join(bpf_dir, SOURCE), done.stderr.decode('utf-8', 'replace')[-6000:]))
+            raise CompileError('clang could not build %s from %s: %s'
+                               % (what, os.path.join(bpf_dir, source), done.stderr.decode('utf-8', 'replace')[-6000:]))
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)  # atomic: a concurrent build of the same digest writes the same bytes
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return found
 
 
 def check_layout(bpf_object, pinned_max_entries=None) -> dict:

@@ -79,6 +79,31 @@ def desired(peers: dict, planes: list, prefixes: dict, routed=frozenset()) -> di
     return out
 
 
+LOCAL_TABLE = constants.LOCAL_TABLE
+KEPT_LOCAL_METRIC = 1024  # below the kernel's own local route (metric 0), which returns with the NIC
+
+
+def kept_local() -> set:
+    """Our IPv6 addresses that edgeft keeps local through lo (keep_local)."""
+    found = iproute.run(["-6", "route", "show", "table", str(LOCAL_TABLE), "proto", PROTO, "dev", "lo"], json_out=True)
+    return {r["dst"] for r in found if r.get("type") == "local" and "dst" in r}
+
+
+def keep_local(want: set) -> tuple:
+    """Keep exactly the IPv6 addresses in `want` local through lo; (added, removed, errors).
+
+    A NIC that loses its carrier keeps its IPv6 addresses (keep_addr_on_down) but the kernel
+    deletes their local routes, so a peer's packets steered onto another plane, addressed to
+    this plane's address, would find the address no longer local and be dropped (IPv4 keeps its
+    local routes). A local route through lo keeps them delivered until the NIC is back."""
+    have = kept_local()
+    commands = [["-6", "route", "replace", "local", a, "dev", "lo", "table", str(LOCAL_TABLE), "metric",
+                 str(KEPT_LOCAL_METRIC), "proto", PROTO] for a in sorted(want - have)]
+    commands += [["-6", "route", "del", "local", a, "dev", "lo", "table", str(LOCAL_TABLE), "metric",
+                  str(KEPT_LOCAL_METRIC)] for a in sorted(have - want)]
+    return sorted(want - have), sorted(have - want), batch(commands)
+
+
 def tentative_addresses() -> set:
     """Our IPv6 addresses that are tentative: a NIC that went down keeps its addresses
     (keep_addr_on_down) but marks them so, and the kernel refuses them as a route's source."""

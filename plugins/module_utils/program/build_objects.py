@@ -1,7 +1,8 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The bpf_object module: build the data path's objects once, where clang is (the
-controller), one per plane, cached by the digest of sources and build settings."""
+controller), one per plane and the TCP program's, cached by the digest of sources and build
+settings."""
 
 from __future__ import annotations
 
@@ -48,19 +49,25 @@ def _validate(params):
 
 
 def run(params, check_mode=False):
-    """{'changed', 'objects': [{plane, path, file, digest, cached}]}; check mode computes the digests only."""
+    """{'changed', 'objects': [{plane, path, file, digest, cached}], 'tcp_object': {path, file, digest, cached},
+    'compiler'}; check mode computes the digests only (and builds nothing)."""
     src_dir, planes, tunables, cache_dir = _validate(params)
     clang = params.get('clang') or 'clang'
     try:
         compiler = objects.clang_version(clang)
         if check_mode:
             built = [objects.cached(plane, tunables, src_dir, cache_dir, compiler) for plane in planes]
+            tcp = objects.tcp_cached(tunables, src_dir, cache_dir, compiler)
         else:
-            # One clang per plane, side by side: each is a process of its own.
+            # One clang per object, side by side: each is a process of its own.
             with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                tcp_job = pool.submit(objects.build_tcp, tunables, src_dir, cache_dir, clang, compiler)
                 built = list(pool.map(lambda plane: objects.build(plane, tunables, src_dir, cache_dir, clang, compiler), planes))
+                tcp = tcp_job.result()
     except DatapathError as e:
         raise ProgramError(str(e)) from None
     out = [{'plane': b.plane, 'path': b.path, 'file': os.path.basename(b.path), 'digest': b.digest, 'cached': b.cached}
            for b in built]
-    return {'changed': any(not o['cached'] for o in out), 'objects': out, 'compiler': compiler}, []
+    tcp_out = {'path': tcp.path, 'file': os.path.basename(tcp.path), 'digest': tcp.digest, 'cached': tcp.cached}
+    changed = any(not o['cached'] for o in out + [tcp_out])
+    return {'changed': changed, 'objects': out, 'tcp_object': tcp_out, 'compiler': compiler}, []

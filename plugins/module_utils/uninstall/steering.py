@@ -77,6 +77,10 @@ def plan(rules, routes, neighbours, recorded, table, priority) -> dict:
         else:
             out["kept"].append("rule %s: not added by edgeft (protocol %d)" % (rule_text(rule), rule["proto"]))
     for route in routes:
+        if route["table"] == constants.LOCAL_TABLE:
+            if route["proto"] == constants.ROUTE_PROTO:  # an address the agent kept local: ours
+                out["routes"].append(route)
+            continue  # the kernel's own local routes: not ours to list
         if route["table"] not in (table, table + 1):
             continue
         if route["proto"] == constants.ROUTE_PROTO:
@@ -131,6 +135,8 @@ def _delete_route(ipr, route):
             kwargs[key] = msg.get_attr(attr)
     if route["family"] == 4:
         kwargs["scope"] = msg["scope"]  # the kernel matches an IPv4 route's scope on delete
+    if route["table"] == constants.LOCAL_TABLE:
+        kwargs["type"] = msg["type"]
     ipr.route("del", **kwargs)
 
 
@@ -163,7 +169,7 @@ def steering_cleanup(params, check_mode=False):
     table, priority = check_options(params)
     recorded = PeerTableRecord(params["state_dir"], params["pin_root"]).neighbors if params.get("pin_root") else set()
     with netlink.open_ipr(SteeringError) as ipr:
-        found = plan(read_rules(ipr), read_routes(ipr, (table, table + 1)), iproute.neighbours() if recorded else {},
+        found = plan(read_rules(ipr), read_routes(ipr, (table, table + 1, constants.LOCAL_TABLE)), iproute.neighbours() if recorded else {},
                      recorded, table, priority)
         limits = limits_to_restore(params["state_dir"])
         step = None

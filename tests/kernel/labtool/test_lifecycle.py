@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from edgeft_lab import Lab, LabError
+from edgeft_lab import cgroups as lab_cgroups
 from edgeft_lab import fabric as lab_fabric
 from edgeft_lab import netns as lab_netns
 from lab_helpers import assert_nothing_left, link_info, needs_root, unique_name
@@ -57,6 +58,14 @@ def test_up_gives_full_reachability_and_down_removes_everything(make_lab, topolo
         lab.exec_argv("r1h1", ["stat", "-f", "-c", "%T", str(pin_root)]), capture_output=True, text=True, check=True
     )
     assert fstype.stdout.strip() == "bpf_fs"
+
+    # Each host has a cgroup of its own, and what the lab starts in a host runs inside it (the
+    # agents' TCP program sees those processes only, never the machine's: lab/cgroups.py).
+    own = subprocess.run(lab.exec_argv("r1h1", ["cat", "/proc/self/cgroup"]), capture_output=True, text=True, check=True)
+    assert "0::/edgeft-lab-%s/r1h1\n" % lab.name in own.stdout, own.stdout
+    assert lab.cgroup("r1h1") == lab_cgroups.host_dir(lab.run_dir, lab.name, "r1h1")
+    assert lab.cgroup(lab.plan.switches[0].name) is None
+    assert lab.inventory()["all"]["children"]["fabric"]["hosts"]["r1h1"]["edgeft_agent_tcp_cgroup"] == str(lab.cgroup("r1h1"))
 
     start = time.monotonic()
     assert lab.down() is True

@@ -54,6 +54,14 @@ CASES = [
     ("dampening", {"dampening": {"suppress": 500, "reuse": 750}}, "dampening.reuse: 750 must be below"),
     ("dampening_key", {"dampening": {"halflife": 5}}, "dampening.halflife: unknown option"),
     ("backup_table", {"backup_routes": {"table": 254}}, "backup_routes.table: 254 is not a free routing table"),
+    ("tcp_type", {"tcp": "on"}, "tcp: expected an object (or true/false)"),
+    ("tcp_key", {"tcp": {"rto_ms": 10}}, "tcp.rto_ms: unknown option"),
+    ("tcp_no_object", {"tcp": True}, "tcp.object: the TCP program's object file is needed"),
+    ("tcp_relative_object", {"tcp": {"enabled": True, "object": "edgeft-tcp.bpf.o"}}, "tcp.object: 'edgeft-tcp.bpf.o' must be an absolute"),
+    ("tcp_cgroup_up", {"tcp": {"cgroup": "../machine"}}, "tcp.cgroup: '../machine' must be a path without '..'"),
+    ("tcp_delack", {"tcp": {"rto_min_ms": 10, "delack_max_ms": 10}}, "tcp.delack_max_ms: 10 ms is not below tcp.rto_min_ms"),
+    ("tcp_signal", {"tcp": {"signal": "yes"}}, "tcp.signal: expected true or false"),
+    ("tcp_missing_object", {"tcp": {"enabled": True, "object": "/nonexistent/edgeft-tcp.bpf.o"}}, "pin_root: "),
 ]
 
 
@@ -107,6 +115,8 @@ NUMBERS = [
     ("dampening_nan", '"dampening": {"half_life_ms": NaN}', "dampening.half_life_ms: expected an integer, got NaN"),
     ("dampening_large", '"dampening": {"max_suppress_ms": 3600001}', "dampening.max_suppress_ms: must be at most 3600000"),
     ("backup_table_float", '"backup_routes": {"table": 60919.5}', "backup_routes.table: expected an integer, got 60919.5"),
+    ("rto_min_too_long", '"tcp": {"rto_min_ms": 201}', "tcp.rto_min_ms: must be at most 200, got 201"),
+    ("delack_negative", '"tcp": {"delack_max_ms": -1}', "tcp.delack_max_ms: must be at least 0, got -1"),
 ]
 
 
@@ -139,6 +149,13 @@ def test_the_role_filter_refuses_what_the_agent_refuses_naming_the_role_variable
         "ebpf_failover_agent_interval_ms: must be at most 60000, got 60001")
     assert agent_config_refusal(dict(ROLE_SETTINGS, dampening={"reuse": 5000}), "ebpf_failover_agent_").startswith(
         "ebpf_failover_agent_dampening.reuse: 5000 must be below")
+    # The role's TCP variables are flat: ebpf_failover_agent_tcp, ebpf_failover_agent_tcp_rto_min_ms, ...
+    assert agent_config_refusal(dict(ROLE_SETTINGS, tcp={"enabled": True, "object": ""}), "ebpf_failover_agent_").startswith(
+        "ebpf_failover_agent_tcp_object: the TCP program's object file is needed")
+    assert agent_config_refusal(dict(ROLE_SETTINGS, tcp={"enabled": "maybe"}), "ebpf_failover_agent_").startswith(
+        "ebpf_failover_agent_tcp: expected true or false")
+    assert agent_config_refusal(dict(ROLE_SETTINGS, tcp={"rto_min_ms": 300}), "ebpf_failover_agent_") == (
+        "ebpf_failover_agent_tcp_rto_min_ms: must be at most 200, got 300")
     # The plane declaration has its own variable: its message is the plane model's.
     planes = [dict(ROLE_SETTINGS["planes"][0]), dict(ROLE_SETTINGS["planes"][1], interface="")]
     assert agent_config_refusal(dict(ROLE_SETTINGS, planes=planes), "ebpf_failover_agent_") == (
@@ -150,8 +167,8 @@ def test_the_role_documents_the_agents_bounds():
     specs = yaml.safe_load((REPO / "roles" / "ebpf_failover" / "meta" / "argument_specs.yml").read_text())
     options = specs["argument_specs"]["main"]["options"]
     for setting in ("interval_ms", "idle_interval_ms", "active_window_ms", "multiplier", "confirm_interval_ms", "hold_down_ms",
-                    "metrics_peers", "metrics_min_interval_ms"):
-        text = " ".join(options["ebpf_failover_agent_" + setting]["description"])
+                    "metrics_peers", "metrics_min_interval_ms", "tcp.rto_min_ms", "tcp.delack_max_ms"):
+        text = " ".join(options["ebpf_failover_agent_" + setting.replace(".", "_")]["description"])
         assert str(MAXIMUM[setting]) in text, (setting, text)
     dampening = " ".join(options["ebpf_failover_agent_dampening"]["description"])
     for key in ("penalty", "suppress", "reuse", "half_life_ms", "max_suppress_ms"):

@@ -1,7 +1,7 @@
-"""Fast confirmation: a path with traffic whose probe went unanswered is probed every
-confirm_interval_ms until it answers or is judged down, so detection is one interval and
-multiplier - 1 confirmations. The agent's own probe_step, Path and Judge, on the test's clock;
-the loop is what Agent._probe does (judge the last probe, send the next, schedule by the step)."""
+"""Fast confirmation: a probe of a path with traffic that is not answered within
+confirm_interval_ms is judged missed then, and the path is probed every confirm_interval_ms until
+it answers or is judged down, so detection is at most one interval and multiplier confirmation
+steps. The agent's own cadence (agent/cadence.py) on the test's clock (probe_loop)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import re
 from types import SimpleNamespace
 
 import pytest
+from probe_loop import PEER, ProbeLoop
 
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.agent import Agent
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import Config
@@ -17,57 +18,46 @@ from ansible_collections.edgeft.failover.plugins.module_utils.agent.path import 
 
 MS = 1000000
 PLANES = [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11"}, {"name": "b", "interface": "fab1", "ipv4": "198.19.1.11"}]
-PEER = 7
 
 
 def config(**settings):
     return Config(dict({"planes": PLANES}, **settings))
 
 
-def run(cfg, active=True, silent_from_ms=0, replies_again_ms=None, until_ms=200):
-    """Probe one path from t=0 as the agent's loop does; the peer answers at once except between
-    silent_from_ms and replies_again_ms. Returns (ms from the first unanswered probe's send to
-    the path's judgement down, or None; the send times in ms)."""
-    agent = SimpleNamespace(cfg=cfg, active={PEER} if active else set())
-    path = Path(PEER, 0, 4, "198.18.2.11", Judge(True, cfg.hold_down_ns, Dampening(), 0), cfg.multiplier)
-    sends, first_unanswered, now = [], None, 0
-    while now <= until_ms * MS:
-        path.check(now)
-        if not path.judge.alive:
-            return (now - first_unanswered) / MS, sends
-        seq, token = path.next_probe(now)
-        sends.append(now / MS)
-        silent = now >= silent_from_ms * MS and (replies_again_ms is None or now < replies_again_ms * MS)
-        if silent and first_unanswered is None:
-            first_unanswered = now
-        step = Agent.probe_step(agent, path)  # right after the send, as the loop does
-        if not silent:
-            path.replied(seq, token, now + MS // 10)  # answered 0.1 ms later, before the next check
-        now += step
-    return None, sends
+def run(active=True, silent_from_ms=0, replies_again_ms=None, until_ms=200, **settings):
+    """Probe one path from t=0; the peer answers except the probes sent between silent_from_ms and
+    replies_again_ms. Returns (ms from silent_from_ms to the path's judgement down, or None; the
+    send times in ms)."""
+    def silent(now):
+        return now >= silent_from_ms * MS and (replies_again_ms is None or now < replies_again_ms * MS)
+
+    loop = ProbeLoop(active=active, silent=silent, **settings).run(until_ms)
+    return (None if loop.down_at is None else loop.down_at - silent_from_ms), loop.sends
 
 
-def test_a_silent_peer_with_traffic_is_down_after_one_interval_and_two_confirmations():
-    detected, sends = run(config(), silent_from_ms=50)
-    assert detected == 10 + 2 * 3  # interval 10 ms, multiplier 3, confirm_interval 3 ms
-    assert sends[-3:] == [50.0, 60.0, 63.0]  # the steady rate until the first miss
+def test_a_silent_peer_with_traffic_is_down_three_confirmation_steps_after_its_probe():
+    detected, sends = run(silent_from_ms=50)
+    assert detected == 3 * 3  # its probe at 50 due back by 53, then two confirmations 3 ms apart
+    assert sends[-5:] == [40.0, 50.0, 53.0, 56.0, 59.0]  # the steady rate until the first miss (59: sent as judged)
+    # Silence that starts just after a probe: up to one interval more.
+    assert run(silent_from_ms=41)[0] == 9 + 9
     # Off (0), or the steady rate: interval x multiplier, as before.
-    assert run(config(confirm_interval_ms=0), silent_from_ms=50)[0] == 30
-    assert config().detection_ms == 16 and config(confirm_interval_ms=0).detection_ms == 30
+    assert run(confirm_interval_ms=0, silent_from_ms=50)[0] == 30
+    assert config().detection_ms == 9 and config(confirm_interval_ms=0).detection_ms == 30
 
 
 def test_the_steady_rate_is_unchanged_and_one_miss_returns_to_it():
-    _detected, sends = run(config(), silent_from_ms=10 ** 6, until_ms=100)  # never silent
+    _detected, sends = run(silent_from_ms=10 ** 6, until_ms=100)  # never silent
     assert sends == [float(t) for t in range(0, 101, 10)]
     # One unanswered probe, then answers: confirmed once, and back to the interval.
-    detected, sends = run(config(), silent_from_ms=30, replies_again_ms=31, until_ms=80)
-    assert detected is None and sends == [0, 10, 20, 30, 40, 43, 53, 63, 73]
+    detected, sends = run(silent_from_ms=30, replies_again_ms=31, until_ms=80)
+    assert detected is None and sends == [0, 10, 20, 30, 33, 36, 46, 56, 66, 76]
 
 
 def test_a_peer_without_traffic_is_not_confirmed_faster():
     # Idle peers: probed every idle_interval_ms; a miss brings the path to the interval, not faster.
-    detected, sends = run(config(idle_interval_ms=100), active=False, silent_from_ms=150, until_ms=1000)
-    assert sends[:4] == [0, 100, 200, 300] and detected == 100 + 10 + 10
+    detected, sends = run(idle_interval_ms=100, active=False, silent_from_ms=150, until_ms=1000)
+    assert sends[:4] == [0, 100, 200, 300] and detected == 50 + 100 + 10 + 10
 
 
 def test_a_dead_path_with_nowhere_to_go_stays_at_the_interval():

@@ -71,20 +71,32 @@ def test_rendered_configuration_is_accepted():
     env.filters["to_nice_json"] = lambda v, indent=2, sort_keys=True: json.dumps(v, indent=indent, sort_keys=sort_keys)
     env.filters["dict2items"] = lambda d: [{"key": k, "value": v} for k, v in d.items()]
     env.filters["items2dict"] = lambda items: {i["key"]: i["value"] for i in items}
+    env.filters["bool"] = lambda v: v if isinstance(v, bool) else str(v).lower() in ("true", "yes", "1")
     variables = {k: v for k, v in DEFAULTS.items() if not str(v).startswith("{{")}
     # The settings (vars/main.yml) evaluate to native types, as Ansible's templating does.
     native = jinja2.nativetypes.NativeEnvironment()
     native.filters.update(env.filters)
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    # The defaults that depend on other variables, as they evaluate with the object loader.
     context = dict(ebpf_failover_pin_root="/sys/fs/bpf/edgeft", ebpf_failover_state_dir="/var/lib/edgeft",
-                   ebpf_failover_planes=planes, ebpf_failover_peers=peers, **variables)
-    settings = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["ebpf_failover_agent_settings"]
-    settings = {k: native.from_string(v).render(**context) if isinstance(v, str) else v for k, v in settings.items()}
+                   ebpf_failover_planes=planes, ebpf_failover_peers=peers, ebpf_failover_agent_tcp=True,
+                   ebpf_failover_agent_tcp_cgroup="", ebpf_failover_agent_dir="/usr/local/lib/edgeft/agent",
+                   ebpf_failover_tcp_object_file=role_vars["ebpf_failover_tcp_object_file"], **variables)
+
+    def render(value):
+        if isinstance(value, dict):
+            return {k: render(v) for k, v in value.items()}
+        return native.from_string(value).render(**context) if isinstance(value, str) else value
+
+    settings = render(role_vars["ebpf_failover_agent_settings"])
     text = env.from_string((ROLE / "templates" / "agent.json.j2").read_text()).render(ebpf_failover_agent_settings=settings)
     cfg = Config(json.loads(text))
     assert [p["interface"] for p in cfg.planes] == ["fab0", "fab1"]
     assert [p["gateway"] for p in cfg.planes] == [{4: "198.18.1.1", 6: "fd0e:d6ef:7a00:1::1"}, {4: None, 6: None}]
     assert cfg.peer_names == {"198.18.2.11": "r2h1", "198.19.2.11": "r2h1"}
     assert (cfg.interval_ms, cfg.multiplier, cfg.hold_down_ms) == (10, 3, 1000)
+    assert cfg.tcp == {"enabled": True, "object": "/usr/local/lib/edgeft/agent/edgeft-tcp.bpf.o", "cgroup": "",
+                       "rto_min_ms": 16, "delack_max_ms": 8, "signal": True}
 
 
 def _shipped_modules() -> set:

@@ -61,6 +61,7 @@ def test_default_inventory_groups_and_hostvars():
         "edgeft_agent_dir": "/run/edgeft-lab/edgeft/src/r2h1/agent",
         "edgeft_agent_config": "/run/edgeft-lab/edgeft/state/r2h1/agent.json",
         "edgeft_persist": "none",
+        "edgeft_agent_tcp_cgroup": "/run/edgeft-lab/edgeft/cgroup/edgeft-lab-edgeft/r2h1",
         "edgeft_planes": [
             {"name": "a", "interface": "fab0", "ipv4": "198.18.2.11/16", "ipv6": "fd0e:d6ef:7a00:2::b/56",
              "switch": "tor-r2-a"},

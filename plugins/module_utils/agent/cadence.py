@@ -1,0 +1,89 @@
+# Copyright: edgeft contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""When each path is probed (a mixin of agent.Agent): the cadence of docs/agent.md.
+
+Paths to peers with traffic (the data path's stamps, scanned every ACTIVITY_SCAN_MS) are probed
+every interval_ms, the others every idle_interval_ms. A probe of a path with traffic that is not
+answered within confirm_interval_ms is judged missed then, and the path is probed every
+confirm_interval_ms until it answers or is judged down: detection is at most one interval plus
+multiplier confirmation steps, without a higher steady rate. A suspect path (down, or missing
+probes) is probed at the full rate whatever its traffic.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_SCAN_MS
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
+
+
+class Cadence:
+    """Scheduling of the probes; the Agent provides cfg, wheel, paths, active, prober, maps."""
+
+    def _probe(self, path, now) -> None:
+        path.check(now)
+        self.judge_path(path, now)
+        if (path.peer_id, path.plane) not in self.paths:
+            return  # the peer went away while we judged
+        payload = path.request(self.session, self.clock())
+        if not self.prober.send(path.plane, path.family, path.address, payload):
+            path.send_errors += 1
+        step = self.probe_step(path)
+        nxt = path.timer.deadline + step
+        if nxt <= now:  # we were late by more than a step: keep the cadence from now
+            nxt = now + step
+        if step > self.cfg.confirm_interval_ns and path.peer_id in self.active and path.judge.up and not path.misses:
+            # A path with traffic: its probe is due back within a confirmation step, not a whole interval.
+            due = now + self.cfg.confirm_interval_ns
+            path.timer = self.wheel.schedule(due, lambda t, p=path, n=nxt: self._reply_due(p, t, n))
+        else:
+            path.timer = self.wheel.schedule(nxt, lambda t, p=path: self._probe(p, t))
+
+    def _reply_due(self, path, now, nxt) -> None:
+        """A confirmation step after a probe of a path with traffic left: answered, the next probe
+        goes at its time; not (or a TCP alarm came meanwhile), the path is probed now: a missed
+        probe is judged and the confirmations start."""
+        if path.answered >= path.seq and not path.alarm:
+            path.timer = self.wheel.schedule(nxt, lambda t, p=path: self._probe(p, t))
+        else:
+            self._probe(path, now)
+
+    def probe_step(self, path) -> int:
+        """ns to the path's next probe: the full rate for peers with traffic and for
+        suspect paths, the idle rate for the rest; and while a path with traffic,
+        judged up, has missed its latest probes, the confirmation rate: detection
+        is one interval and multiplier - 1 confirmations, not multiplier intervals."""
+        if path.alarm and path.judge.up and path.misses < path.multiplier:
+            return self.cfg.confirm_interval_ns
+        if path.peer_id in self.active:
+            # Not once the misses reached multiplier: a dead path with nowhere to fail over to
+            # (every path of the peer dead) stays at the full rate, not the confirmation rate.
+            if 0 < path.misses < path.multiplier and path.judge.up:
+                return self.cfg.confirm_interval_ns
+            return self.cfg.interval_ns
+        if path.suspect:
+            return self.cfg.interval_ns
+        return self.cfg.idle_interval_ns
+
+    def _scan_activity(self, now) -> None:
+        """Which peers had traffic lately (the data path's last rx/tx stamps); a peer
+        that just became active gets its next probes at once, at the full rate."""
+        latest = self.maps.last_traffic(self.peers)
+        stamp = self.clock()  # the data path stamps CLOCK_MONOTONIC, like self.clock
+        active = {pid for pid, t in latest.items() if t and stamp - t <= self.cfg.active_window_ns}
+        woken = active - self.active
+        self.active = active
+        for path in self.paths.values():
+            if path.peer_id not in woken or path.timer is None:
+                continue
+            # Not before one interval after the last probe left: it must have had its chance.
+            at = max(now, path.sent_ns + self.cfg.interval_ns)
+            if path.timer.deadline > at:
+                path.timer.cancel()
+                path.timer = self.wheel.schedule(at, lambda t, p=path: self._probe(p, t))
+
+    def _tick_activity(self, now) -> None:
+        try:
+            self._scan_activity(now)
+        except (OSError, DatapathError) as e:
+            self.log.warning("reading the peers' traffic stamps failed: %s", e)
+        self.wheel.schedule(now + ACTIVITY_SCAN_MS * 1000000, self._tick_activity)
