@@ -3,7 +3,7 @@
     sudo .venv/bin/python benchmarks/failover_matrix.py [--faults a,b,...] [--modes a,b,...] [--family 4|6]
                                                         [--topology l2|routed] [--pps 10000] [--lead 0.5]
                                                         [--fault-seconds 2] [--tail 2.5] [--quiet 60]
-                                                        [--tcp-settings on|off] [--json]
+                                                        [--tcp-settings on|off] [--busy] [--json]
 
 On a lab of its own (tests/lab/agent/fabric.yml: r1h1 in rack 1, r2h1 in rack 2, planes a and b;
 a unique name, torn down at the end even on errors or Ctrl-C), a 10 kpps UDP stream and a
@@ -30,6 +30,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -89,9 +90,10 @@ class BenchmarkError(Exception):
 class Settings:
     """One run's parameters, shared by every run of the benchmark."""
 
-    def __init__(self, pps, family, lead, fault_seconds, tail, quiet):
+    def __init__(self, pps, family, lead, fault_seconds, tail, quiet, busy=False):
         self.pps, self.family = pps, family
         self.lead, self.fault_seconds, self.tail, self.quiet = lead, fault_seconds, tail, quiet
+        self.busy = busy
 
 
 class Mode:
@@ -210,8 +212,8 @@ def nic(lab, host, plane):
 class EdgeftMode(Mode):
     name = 'edgeft'
 
-    def __init__(self, inventory, log_dir, report, tcp_settings=True):
-        self.inventory, self.log_dir, self.report = inventory, log_dir, report
+    def __init__(self, inventory, log_dir, report, tcp_settings=True, realtime=False):
+        self.inventory, self.log_dir, self.report, self.realtime = inventory, log_dir, report, realtime
         # Off: the TCP program keeps the kernel's RTO and delayed-ACK values (its signal stays).
         self.extra = [] if tcp_settings else ['-e', 'ebpf_failover_agent_tcp_rto_min_ms=0',
                                               '-e', 'ebpf_failover_agent_tcp_delack_max_ms=0']
@@ -223,7 +225,7 @@ class EdgeftMode(Mode):
         if rc != 0:
             raise BenchmarkError('playbooks/site.yml failed (rc %d):\n%s' % (rc, out[-6000:]))
         self.report['deploy_s'] = round(time.monotonic() - start, 1)
-        self.agents = Agents(lab, self.inventory, self.log_dir, hosts=(SRC, DST))
+        self.agents = Agents(lab, self.inventory, self.log_dir, hosts=(SRC, DST), realtime=self.realtime)
         settings = self.agents.settings(SRC)
         kept = ('interval_ms', 'multiplier', 'confirm_interval_ms', 'hold_down_ms', 'dampening', 'tcp')
         self.report['agent'] = {k: settings.get(k) for k in kept}
@@ -292,7 +294,8 @@ def measure(lab, settings, mode, fault):
             for stream in streams:
                 stack.enter_context(stream)
             if fault == NO_FAULT:
-                time.sleep(settings.quiet)
+                with busy(settings.busy):
+                    time.sleep(settings.quiet)
             else:
                 time.sleep(settings.lead)
                 mark(streams, 'fault')
@@ -312,6 +315,18 @@ def measure(lab, settings, mode, fault):
     if mode.agents is not None:
         record.update(agent_events(mode.agents, start_ns, end_ns, fault_ns, u.start_ns))
     return record
+
+
+@contextlib.contextmanager
+def busy(on):
+    """With on, one process per CPU spinning for as long as the block runs (ended by their PIDs)."""
+    procs = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(os.cpu_count() or 1)] if on else []
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def mark(streams, label):
@@ -363,13 +378,15 @@ def check_prerequisites():
 
 
 def run_benchmark(faults=None, family=4, pps=10_000, lead=0.5, fault_seconds=2.0, tail=2.5, quiet=60.0, log=None,
-                  topology='l2', modes=None, tcp_settings=True):
+                  topology='l2', modes=None, tcp_settings=True, busy_cpus=False):
     """The whole matrix on a lab of its own; returns the report (see benchmarks/README.md).
 
     faults: names from FAULTS (default all, in that order). quiet: seconds of the no-fault
     run in edgeft mode (0: none). log: called with progress lines; nothing is printed otherwise.
     topology: 'l2' or 'routed' (TOPOLOGIES). modes: names from MODES (default every mode the topology has).
     tcp_settings: False deploys edgeft with the TCP program's RTO and delayed-ACK settings off.
+    busy_cpus: the no-fault run with every CPU busy spinning, and the agents at SCHED_RR 1, as the
+    role's unit runs them.
     """
     if topology not in TOPOLOGIES:
         raise BenchmarkError('unknown topology %r (known: %s)' % (topology, ', '.join(TOPOLOGIES)))
@@ -382,18 +399,19 @@ def run_benchmark(faults=None, family=4, pps=10_000, lead=0.5, fault_seconds=2.0
     if unknown:
         raise BenchmarkError('unknown fault(s) %s (known: %s)' % (', '.join(unknown), ', '.join(FAULTS)))
     check_prerequisites()
-    settings = Settings(pps, family, lead, fault_seconds, tail, quiet)
+    settings = Settings(pps, family, lead, fault_seconds, tail, quiet, busy_cpus)
     lab = Lab(TOPOLOGIES[topology], name='fm-%s' % uuid.uuid4().hex[:6])
     report = {
         'lab': lab.name, 'topology': str(TOPOLOGIES[topology].relative_to(REPO)), 'fabric': topology,
         'src': SRC, 'dst': DST, 'plane': PLANE,
         'address': host_address(lab, DST, PLANE, family), 'family': family, 'pps': pps, 'tcp_rate_bps': TCP_RATE_BPS,
-        'lead_s': lead, 'fault_s': fault_seconds, 'tail_s': tail, 'quiet_s': quiet, 'modes': [m for m in known if modes is None or m in modes],
+        'lead_s': lead, 'fault_s': fault_seconds, 'tail_s': tail, 'quiet_s': quiet, 'busy_cpus': busy_cpus,
+        'modes': [m for m in known if modes is None or m in modes],
         'faults': faults, 'fault_kinds': {name: FAULTS[name][0] for name in faults}, 'runs': [],
     }
     with tempfile.TemporaryDirectory(prefix='edgeft-bench-') as tmp:
         inventory = Path(tmp) / 'hosts.yml'
-        modes = [m for m in (Mode(), BackupRoutesMode(lab, inventory), EdgeftMode(inventory, tmp, report, tcp_settings))
+        modes = [m for m in (Mode(), BackupRoutesMode(lab, inventory), EdgeftMode(inventory, tmp, report, tcp_settings, busy_cpus))
                  if m.name in report['modes']]
         try:
             log('lab %s: up' % lab.name)
@@ -411,10 +429,10 @@ def format_table(report):
     agent = report.get('agent') or {}
     lines = [
         'failover matrix (%s planes): lab %s, %s -> %s %s (plane %s), UDP %d pps + TCP %g Mbit/s, IPv%d, fault %g s, '
-        'lead %g s, tail %g s, no-fault %g s; agent: probes every %s ms x %s, confirmed every %s ms, hold-down %s ms; %s'
+        'lead %g s, tail %g s, no-fault %g s%s; agent: probes every %s ms x %s, confirmed every %s ms, hold-down %s ms; %s'
         % (report.get('fabric', 'l2'), report['lab'], report['src'], report['dst'], report['address'], report['plane'], report['pps'],
            report['tcp_rate_bps'] / 1e6, report['family'], report['fault_s'], report['lead_s'], report['tail_s'],
-           report['quiet_s'], agent.get('interval_ms', '?'), agent.get('multiplier', '?'),
+           report['quiet_s'], ' with every CPU busy' if report.get('busy_cpus') else '', agent.get('interval_ms', '?'), agent.get('multiplier', '?'),
            agent.get('confirm_interval_ms') or agent.get('interval_ms', '?'), agent.get('hold_down_ms', '?'),
            describe_tcp(agent.get('tcp'))),
         '',
@@ -507,6 +525,8 @@ def parse_args(argv):
                         help='comma-separated modes, run in the order %s (default every mode of the topology)' % ','.join(MODES))
     parser.add_argument('--tcp-settings', choices=('on', 'off'), default='on',
                         help="edgeft's TCP program with its RTO and delayed-ACK settings, or with the kernel's (default on)")
+    parser.add_argument('--busy', action='store_true',
+                        help='the no-fault run with every CPU busy, the agents at SCHED_RR 1 (as the unit runs them)')
     parser.add_argument('--json', action='store_true', help='print the whole report as JSON')
     args = parser.parse_args(argv)
     if not 1 <= args.pps <= 20_000:
@@ -528,7 +548,7 @@ def main(argv=None):
     status, _report = run_reported('failover_matrix', lambda log: run_benchmark(
         faults=args.faults, family=args.family, pps=args.pps, lead=args.lead, fault_seconds=args.fault_seconds,
         tail=args.tail, quiet=args.quiet, topology=args.topology, modes=args.modes, tcp_settings=args.tcp_settings == 'on',
-        log=log),
+        busy_cpus=args.busy, log=log),
         args.json, format_table, errors=(BenchmarkError,))
     return status
 

@@ -65,8 +65,11 @@ def host_vars(inventory: Path | str, host: str) -> dict[str, Any]:
 class Agents:
     """The agent processes of one lab, by host; only PIDs started here are ever signalled."""
 
-    def __init__(self, lab: Lab, inventory: Path | str, log_dir: Path | str, hosts: list[str] | tuple[str, ...] | None = None):
+    def __init__(self, lab: Lab, inventory: Path | str, log_dir: Path | str, hosts: list[str] | tuple[str, ...] | None = None,
+                 realtime: bool = False):
         self.lab = lab
+        # As the role's unit runs it (ebpf_failover_agent_realtime): SCHED_RR priority 1.
+        self.realtime = realtime
         self.log_dir = Path(log_dir)
         self.hosts = tuple(hosts or [h.name for h in lab.plan.hosts])
         self.procs: dict[str, list[subprocess.Popen]] = {}
@@ -88,7 +91,8 @@ class Agents:
             return json.load(f)
 
     def argv(self, host: str, *extra: str) -> list[str]:
-        return self.lab.exec_argv(host, [SYSTEM_PYTHON, str(self.agent_dir(host) / "edgeft-agent"), *extra])
+        rt = ["chrt", "--rr", "1"] if self.realtime else []
+        return self.lab.exec_argv(host, [*rt, SYSTEM_PYTHON, str(self.agent_dir(host) / "edgeft-agent"), *extra])
 
     def start(self, host: str, *extra: str) -> subprocess.Popen:
         n = sum(1 for k in self.logs if k.startswith(host))

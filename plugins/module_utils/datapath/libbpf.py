@@ -24,8 +24,6 @@ SONAMES = ('libbpf.so.1',)
 PACKAGE_HINT = 'libbpf1 (Debian/Ubuntu) or libbpf (RHEL family)'
 
 ObjectMap = namedtuple('ObjectMap', 'name type key_size value_size max_entries')
-# ring_buffer_sample_fn: int (*)(void *ctx, void *data, size_t size)
-RingBufferSample = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 
 
 _lib = None
@@ -49,10 +47,6 @@ def _bind(lib):
         'bpf_map__fd': (ctypes.c_int, [ctypes.c_void_p]),
         'bpf_program__name': (ctypes.c_char_p, [ctypes.c_void_p]),
         'bpf_program__fd': (ctypes.c_int, [ctypes.c_void_p]),
-        'ring_buffer__new': (ctypes.c_void_p, [ctypes.c_int, RingBufferSample, ctypes.c_void_p, ctypes.c_void_p]),
-        'ring_buffer__consume': (ctypes.c_int, [ctypes.c_void_p]),
-        'ring_buffer__epoll_fd': (ctypes.c_int, [ctypes.c_void_p]),
-        'ring_buffer__free': (None, [ctypes.c_void_p]),
         'libbpf_major_version': (ctypes.c_uint32, []),
         'libbpf_minor_version': (ctypes.c_uint32, []),
     }
@@ -181,37 +175,3 @@ class BpfObject:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-class RingBuffer:
-    """libbpf's consumer of one BPF ring buffer map: fileno() for a selector, consume() for
-    the records that arrived (each as bytes), close() to free it."""
-
-    def __init__(self, map_fd: int) -> None:
-        self._lib = library()
-        self._records = []
-
-        def sample(_ctx, data, size):
-            self._records.append(ctypes.string_at(data, size))
-            return 0
-
-        self._callback = RingBufferSample(sample)  # kept: libbpf calls it until close()
-        ctypes.set_errno(0)
-        self._rb = self._lib.ring_buffer__new(map_fd, self._callback, None, None)
-        if not self._rb:
-            raise ObjectError('libbpf could not open the ring buffer (map fd %d): %s'
-                              % (map_fd, os.strerror(ctypes.get_errno() or errno.EINVAL)))
-
-    def fileno(self) -> int:
-        return self._lib.ring_buffer__epoll_fd(self._rb)
-
-    def consume(self) -> list:
-        rc = self._lib.ring_buffer__consume(self._rb)
-        if rc < 0:
-            raise ObjectError('reading the ring buffer failed: %s' % os.strerror(-rc))
-        out, self._records = self._records, []
-        return out
-
-    def close(self) -> None:
-        if self._rb:
-            self._lib.ring_buffer__free(self._rb)
-            self._rb = None

@@ -17,7 +17,7 @@ import os
 import platform
 from collections import namedtuple
 
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys, layout, libbpf, objects
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys, layout, libbpf, objects, ringbuf
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import BpfSyscallError, DatapathError
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.handle import MapHandle
 
@@ -121,7 +121,7 @@ class TcpProgram:
             config = self._map(layout.TCP_MAPS[0])
             config.put(0, layout.TcpConfig(rto_min_us=settings.rto_min_us, delack_max_us=settings.delack_max_us,
                                            signal_hold_ns=settings.signal_hold_ns))
-            self._ring = libbpf.RingBuffer(self._obj.map_fd(layout.TCP_EVENTS_MAP))
+            self._ring = ringbuf.RingBuffer(self._obj.map_fd(layout.TCP_EVENTS_MAP))
             cg = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
                 self._link = bpfsys.link_create(self._obj.prog_fd(layout.TCP_PROGRAM), cg, bpfsys.CGROUP_SOCK_OPS,

@@ -7,6 +7,7 @@ site.yml and reset before each test (conftest.py); the figures are printed (pyte
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 from edgeft_lab.traffic import TcpStream, UdpStream
@@ -67,7 +68,8 @@ def test_carrier_loss_on_the_senders_link(agent_lab):
 
 def test_silent_peer_tor(agent_lab):
     """The peer's ToR forwards nothing while its links stay up: probes detect it,
-    traffic moves to plane b within 100 ms, TCP survives without a reset."""
+    traffic moves to plane b within 100 ms, TCP survives without a reset and, with the TCP
+    program's lower minimum RTO (docs/tcp.md), stalls less than the kernel's 200 ms."""
     lab, agents = agent_lab
     agents.start_all()
     with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=4, pps=10000) as udp, \
@@ -92,7 +94,12 @@ def test_silent_peer_tor(agent_lab):
     assert u.max_outage_ms <= 100.0, u.summary()
     assert t.resets == 0, t.summary()
     assert t.survived, t.summary()
+    # Retransmissions 16, 48 and 112 ms after a loss: within 100 ms of failover the stall ends
+    # before the kernel's minimum RTO (200 ms) would have resent anything.
+    assert t.max_stall_ms < 150.0 and t.rto_ms < 200, t.summary()
     m = agents.metrics("r1h1")
+    assert m[("edgeft_agent_tcp_program_attached", frozenset())] == 1
+    assert m[("edgeft_tcp_connections_tuned_total", frozenset())] >= 1
     path = frozenset({"peer": "r2h1", "plane": "a"}.items())
     plane_a = frozenset({"plane": "a", "interface": "fab0"}.items())
     assert m[("edgeft_agent_failovers_total", frozenset())] >= 1
@@ -103,6 +110,36 @@ def test_silent_peer_tor(agent_lab):
     assert m[("edgeft_plane_path_failovers_total", plane_a)] == 1 and m[("edgeft_plane_path_failbacks_total", plane_a)] == 1
     assert m[("edgeft_plane_paths", plane_a | {("state", "up")})] == 1
     assert [key for name, key in m if name == "edgeft_build_info"] == [frozenset({"version": VERSION}.items())]
+
+
+def kept_local(lab, host):
+    """The host's local-table routes through lo that edgeft added (protocol 237)."""
+    argv = lab.exec_argv(host, ["ip", "-6", "route", "show", "table", "local", "dev", "lo", "proto", "237"])
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+
+def test_the_receivers_nic_down_over_ipv6(agent_lab):
+    """r2h1's plane-a NIC goes down (host side) under IPv6 traffic to its plane-a address: Linux
+    drops that address's local route with the carrier, so the agent keeps it local through lo
+    until the carrier returns (fabric/routes.py keep_local); without it the fault's whole
+    duration was lost."""
+    lab, agents = agent_lab
+    agents.start_all()
+    address = lab.plan.host("r2h1").port("a").ipv6.ip
+    with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=6, pps=10000) as udp:
+        time.sleep(0.5)
+        udp.mark("fault")
+        lab.link_down("r2h1", "a", side="host")
+        time.sleep(1.0)
+        kept = kept_local(lab, "r2h1")
+        udp.mark("repair")
+        lab.repair_all()
+        time.sleep(2.0)
+    r = udp.result()
+    print("\nhost-side link down r2h1/a, IPv6: UDP 10 kpps max gap %.1f ms, lost %d of %d" % (r.max_gap_ms, r.lost, r.sent))
+    assert "local %s " % address in kept, kept
+    assert r.max_outage_ms <= 100.0, r.summary()
+    assert kept_local(lab, "r2h1").strip() == ""
 
 
 def test_no_failover_without_faults(agent_lab):

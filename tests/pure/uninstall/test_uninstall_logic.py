@@ -33,6 +33,13 @@ def test_the_agents_rules_and_table_routes_are_removed():
     assert steering.rule_text(found["rules"][1]) == "IPv4 32690: lookup main suppress_prefixlength 0 proto 237"
 
 
+def test_addresses_the_agent_kept_local_are_removed_and_the_kernels_own_are_not_listed():
+    kept = route(6, 255, "fd0e:d6ef:7a00:2::b/128")
+    kernel = [route(6, 255, "fd0e:d6ef:7a00:2::b/128", proto=2), route(4, 255, "198.18.2.11/32", proto=2)]
+    found = steering.plan([], [kept] + kernel, {}, set(), TABLE, PRIORITY)
+    assert found["routes"] == [kept] and found["kept"] == []
+
+
 def test_what_edgeft_did_not_add_stays():
     others = [
         rule(4, PRIORITY, 254),                # main at our priority, but not in the agent's form
