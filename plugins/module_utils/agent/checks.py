@@ -111,6 +111,9 @@ def check_tcp(cfg) -> None:
         return
     from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys, sockops
 
+    if sockops.kernel_config("CONFIG_CGROUP_BPF").get("CONFIG_CGROUP_BPF", "y") != "y":
+        raise ConfigError("tcp.enabled: this kernel was built without cgroup BPF programs (CONFIG_CGROUP_BPF): set it "
+                          "false (role variable ebpf_failover_agent_tcp)")
     if not os.path.isfile(tcp["object"]):
         raise ConfigError("tcp.object: %s does not exist: the role installs it with the agent (object loader)" % tcp["object"])
     cgroup = sockops.resolve_cgroup(tcp["cgroup"])

@@ -52,19 +52,29 @@ def resolve_cgroup(value: str) -> str | None:
     return None if top is None else os.path.normpath(os.path.join(top, value)) if value else top
 
 
-def kernel_hz() -> int | None:
-    """CONFIG_HZ of the running kernel, from its configuration (/proc/config.gz or
-    /boot/config-<release>), or None where neither is readable."""
+def kernel_config(*names: str) -> dict:
+    """{name: value} of the running kernel's build configuration (/proc/config.gz or
+    /boot/config-<release>) for names; empty where neither is readable. A name the kernel was built
+    without is given as "n"."""
     candidates = (("/proc/config.gz", gzip.open), ("/boot/config-%s" % platform.release(), open))
     for path, opener in candidates:
         try:
             with opener(path, "rt") as f:
+                found = {}
                 for line in f:
-                    if line.startswith("CONFIG_HZ="):
-                        return int(line.split("=", 1)[1])
-        except (OSError, ValueError):
+                    key, sep, value = line.strip().partition("=")
+                    if sep and key in names:
+                        found[key] = value
+                return {name: found.get(name, "n") for name in names}
+        except OSError:
             continue
-    return None
+    return {}
+
+
+def kernel_hz() -> int | None:
+    """CONFIG_HZ of the running kernel, or None where its configuration is not readable."""
+    value = kernel_config("CONFIG_HZ").get("CONFIG_HZ")
+    return int(value) if value and value.isdigit() else None
 
 
 def minimum_us(hz: int | None) -> int | None:

@@ -35,9 +35,14 @@ def test_check_mode_names_the_objects_then_a_run_builds_them_once(tmp_path):
         with libbpf.BpfObject(o['path']) as obj:
             assert sorted(obj.programs()) == ['edgeft_egress', 'edgeft_ingress']
             objects.check_layout(obj)
+    tcp = built['tcp_object']
+    assert tcp['path'] == preview['tcp_object']['path'] and tcp['file'] == 'edgeft-tcp-%s.bpf.o' % tcp['digest']
+    with libbpf.BpfObject(tcp['path']) as obj:
+        assert obj.programs() == ['edgeft_tcp']
+        objects.check_layout(obj)
     again = run(params(cache))[0]
-    assert again['changed'] is False and all(o['cached'] for o in again['objects'])
-    assert sorted(os.listdir(cache)) == sorted(o['file'] for o in built['objects'])
+    assert again['changed'] is False and all(o['cached'] for o in again['objects']) and again['tcp_object']['cached']
+    assert sorted(os.listdir(cache)) == sorted([o['file'] for o in built['objects']] + [tcp['file']])
 
 
 def test_the_digest_follows_sources_and_settings(tmp_path):
@@ -77,7 +82,20 @@ def test_a_compile_error_names_the_plane_and_the_source(tmp_path):
     with pytest.raises(ProgramError) as e:
         run(params(tmp_path / 'cache', src_dir=str(src), planes=[1]))
     assert 'clang could not build the programs of plane 1 from %s/failover_tc.c' % src in str(e.value)
-    assert os.listdir(tmp_path / 'cache') == []  # no object, no temporary file left
+    # No object of the plane, no temporary file left; the TCP program, from a source of its own,
+    # built beside it.
+    assert [n for n in os.listdir(tmp_path / 'cache') if not n.startswith(objects.TCP_PREFIX)] == []
+
+
+def test_a_compile_error_in_the_tcp_program_names_its_source(tmp_path):
+    src = tmp_path / 'bpf'
+    shutil.copytree(BPF_DIR, src)
+    with open(src / 'tcp_peers.c', 'a') as f:
+        f.write('\nthis is not C;\n')
+    with pytest.raises(ProgramError) as e:
+        run(params(tmp_path / 'cache', src_dir=str(src), planes=[0]))
+    assert 'clang could not build the TCP program from %s/tcp_peers.c' % src in str(e.value)
+    assert [n for n in os.listdir(tmp_path / 'cache') if n.startswith(objects.TCP_PREFIX) or n.startswith('.')] == []
 
 
 def test_builds_from_another_checkout_and_cache_are_byte_for_byte_the_same(tmp_path):
