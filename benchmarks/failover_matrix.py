@@ -320,7 +320,7 @@ def measure(lab, settings, mode, fault):
 @contextlib.contextmanager
 def busy(on):
     """With on, one process per CPU spinning for as long as the block runs (ended by their PIDs)."""
-    procs = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(os.cpu_count() or 1)] if on else []
+    procs = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _cpu in range(os.cpu_count() or 1)] if on else []
     try:
         yield
     finally:

@@ -174,4 +174,3 @@ class BpfObject:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
