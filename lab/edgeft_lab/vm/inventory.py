@@ -16,6 +16,8 @@ from .ssh import ANSIBLE_SSH_ARGS
 NAMESPACE_ONLY = (
     "ansible_host", "ansible_connection", "edgeft_pin_root", "edgeft_state_dir", "edgeft_src_dir",
     "edgeft_agent_service", "edgeft_agent_dir", "edgeft_agent_config", "edgeft_persist",
+    # A VM has a kernel of its own: its TCP program goes on its cgroup v2 root (the role's default).
+    "edgeft_agent_tcp_cgroup",
 )
 
 

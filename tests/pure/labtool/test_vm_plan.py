@@ -306,7 +306,7 @@ def test_vm_inventory_reaches_each_vm_over_ssh_and_keeps_the_lab_vars(tmp_path):
     hosts = doc["all"]["children"]["fabric"]["hosts"]
     assert sorted(hosts) == sorted(ports)
     dropped = set(NAMESPACE_ONLY) - {"ansible_host", "ansible_connection"}
-    assert "edgeft_pin_root" in dropped and "edgeft_persist" in dropped
+    assert "edgeft_pin_root" in dropped and "edgeft_persist" in dropped and "edgeft_agent_tcp_cgroup" in dropped
     for name, port in ports.items():
         vars_ = hosts[name]
         assert vars_["ansible_host"] == "127.0.0.1"
