@@ -222,16 +222,17 @@ struct edgeft_tcp_event {
 	__u64 ns;   /* bpf_ktime_get_ns() */
 };
 
-/* edgeft_tcpctr value (per-CPU, array of 1). */
-struct edgeft_tcp_counters {
-	__u64 tuned;         /* peers' connections given the settings */
-	__u64 tune_failed;   /* ... where the kernel refused one (last_error says why) */
-	__u64 rto;           /* RTOs of peers' connections */
-	__u64 retrans;       /* retransmitted segments of peers' connections */
-	__u64 events;        /* records written to edgeft_tcpev */
-	__u64 events_lost;   /* records the ring buffer had no room for */
-	__s64 last_error;    /* the last failed bpf_setsockopt's return value */
-};
+/* edgeft_tcpctr: per-CPU __u64 counters, one array slot each (a slot per counter, not a struct:
+ * a struct field chosen per branch becomes pointer arithmetic the verifier refuses to a
+ * program loaded without CAP_PERFMON, as the agent's unit is). */
+#define EDGEFT_TCP_CTR_TUNED 0       /* peers' connections given the settings */
+#define EDGEFT_TCP_CTR_TUNE_FAILED 1 /* ... where the kernel refused one */
+#define EDGEFT_TCP_CTR_RTO 2         /* RTOs of peers' connections */
+#define EDGEFT_TCP_CTR_RETRANS 3     /* retransmitted segments of peers' connections */
+#define EDGEFT_TCP_CTR_EVENTS 4      /* records written to edgeft_tcpev */
+#define EDGEFT_TCP_CTR_EVENTS_LOST 5 /* records the ring buffer had no room for */
+#define EDGEFT_TCP_CTR_LAST_ERROR 6  /* the last failed bpf_setsockopt's return value (__s64) */
+#define EDGEFT_TCP_COUNTERS 7
 
 /*
  * Map declarations (only where a toolchain is set up: Python includes

@@ -19,8 +19,9 @@
  *    which confirms that peer's paths at once instead of at its next probe.
  * Every other socket is left as the kernel made it. The program never fails
  * a socket operation: it returns 1 whatever happens, and a setting the kernel
- * refuses is counted (edgeft_tcpctr.tune_failed, last_error) and reported by
- * the agent.
+ * refuses is counted (edgeft_tcpctr: TUNE_FAILED, LAST_ERROR) and reported by
+ * the agent. It loads with CAP_BPF and CAP_NET_ADMIN alone (the agent's unit):
+ * no pointer arithmetic the verifier refuses without CAP_PERFMON.
  */
 #include "edgeft_maps.h"
 
@@ -48,8 +49,8 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
-	__type(value, struct edgeft_tcp_counters);
-	__uint(max_entries, 1);
+	__type(value, __u64);
+	__uint(max_entries, EDGEFT_TCP_COUNTERS);
 } edgeft_tcpctr SEC(".maps");
 
 /* Last record per peer (bpf_ktime_get_ns), for signal_hold_ns. */
@@ -64,6 +65,15 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 * 1024);
 } edgeft_tcpev SEC(".maps");
+
+/* Add to one counter (EDGEFT_TCP_CTR_*): the slot is a scalar key, never pointer arithmetic. */
+static __always_inline void edgeft_tcp_count(__u32 which, __u64 add)
+{
+	__u64 *c = bpf_map_lookup_elem(&edgeft_tcpctr, &which);
+
+	if (c)
+		*c += add;
+}
 
 /* One 32-bit load of a context field at its own offset. */
 #define EDGEFT_CTX_LOAD(field) (*(volatile __u32 *)&(field))
@@ -90,8 +100,7 @@ static __always_inline struct edgeft_peer_ref *edgeft_tcp_peer(struct bpf_sock_o
 	return bpf_map_lookup_elem(&edgeft_peers_v1, &key);
 }
 
-static __always_inline void edgeft_tcp_tune(struct bpf_sock_ops *skops, struct edgeft_tcp_config *cfg,
-					    struct edgeft_tcp_counters *ctr)
+static __always_inline void edgeft_tcp_tune(struct bpf_sock_ops *skops, struct edgeft_tcp_config *cfg)
 {
 	int rc = 0;
 	int val;
@@ -105,18 +114,21 @@ static __always_inline void edgeft_tcp_tune(struct bpf_sock_ops *skops, struct e
 		rc = bpf_setsockopt(skops, SOL_TCP, TCP_BPF_DELACK_MAX, &val, sizeof(val));
 	}
 	if (rc) {
-		ctr->tune_failed++;
-		ctr->last_error = rc;
+		__u32 key = EDGEFT_TCP_CTR_LAST_ERROR;
+		__u64 *last = bpf_map_lookup_elem(&edgeft_tcpctr, &key);
+
+		edgeft_tcp_count(EDGEFT_TCP_CTR_TUNE_FAILED, 1);
+		if (last)
+			*last = (__u64)(__s64)rc;
 	} else if (cfg->rto_min_us || cfg->delack_max_us) {
-		ctr->tuned++;
+		edgeft_tcp_count(EDGEFT_TCP_CTR_TUNED, 1);
 	}
 	if (cfg->signal_hold_ns)
 		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTO_CB_FLAG |
 							 BPF_SOCK_OPS_RETRANS_CB_FLAG);
 }
 
-static __always_inline void edgeft_tcp_signal(struct edgeft_peer_ref *ref, __u8 kind, struct edgeft_tcp_config *cfg,
-					      struct edgeft_tcp_counters *ctr)
+static __always_inline void edgeft_tcp_signal(struct edgeft_peer_ref *ref, __u8 kind, struct edgeft_tcp_config *cfg)
 {
 	__u32 peer = ref->peer_id;
 	__u64 now = bpf_ktime_get_ns();
@@ -128,7 +140,7 @@ static __always_inline void edgeft_tcp_signal(struct edgeft_peer_ref *ref, __u8 
 	*last = now; /* a race between CPUs costs one record more, never one less */
 	ev = bpf_ringbuf_reserve(&edgeft_tcpev, sizeof(*ev), 0);
 	if (!ev) {
-		ctr->events_lost++;
+		edgeft_tcp_count(EDGEFT_TCP_CTR_EVENTS_LOST, 1);
 		return;
 	}
 	ev->peer_id = peer;
@@ -138,7 +150,7 @@ static __always_inline void edgeft_tcp_signal(struct edgeft_peer_ref *ref, __u8 
 	ev->pad[1] = 0;
 	ev->ns = now;
 	bpf_ringbuf_submit(ev, 0);
-	ctr->events++;
+	edgeft_tcp_count(EDGEFT_TCP_CTR_EVENTS, 1);
 }
 
 SEC("sockops")
@@ -146,11 +158,10 @@ int edgeft_tcp(struct bpf_sock_ops *skops)
 {
 	__u32 zero = 0;
 	struct edgeft_tcp_config *cfg = bpf_map_lookup_elem(&edgeft_tcpcfg, &zero);
-	struct edgeft_tcp_counters *ctr = bpf_map_lookup_elem(&edgeft_tcpctr, &zero);
 	struct edgeft_peer_ref *ref;
 	__u32 op = skops->op;
 
-	if (!cfg || !ctr)
+	if (!cfg)
 		return 1;
 	if (op != BPF_SOCK_OPS_TCP_CONNECT_CB && op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB &&
 	    op != BPF_SOCK_OPS_RTO_CB && op != BPF_SOCK_OPS_RETRANS_CB)
@@ -161,15 +172,15 @@ int edgeft_tcp(struct bpf_sock_ops *skops)
 	switch (op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-		edgeft_tcp_tune(skops, cfg, ctr);
+		edgeft_tcp_tune(skops, cfg);
 		break;
 	case BPF_SOCK_OPS_RTO_CB:
-		ctr->rto++;
-		edgeft_tcp_signal(ref, EDGEFT_TCP_RTO, cfg, ctr);
+		edgeft_tcp_count(EDGEFT_TCP_CTR_RTO, 1);
+		edgeft_tcp_signal(ref, EDGEFT_TCP_RTO, cfg);
 		break;
 	case BPF_SOCK_OPS_RETRANS_CB:
-		ctr->retrans++;
-		edgeft_tcp_signal(ref, EDGEFT_TCP_RETRANS, cfg, ctr);
+		edgeft_tcp_count(EDGEFT_TCP_CTR_RETRANS, 1);
+		edgeft_tcp_signal(ref, EDGEFT_TCP_RETRANS, cfg);
 		break;
 	}
 	return 1;

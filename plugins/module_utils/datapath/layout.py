@@ -24,6 +24,8 @@ PEER_NO_LEARN = 0x1
 XLAT_LOCAL = 0x1
 TCP_RTO = 1
 TCP_RETRANS = 2
+# edgeft_tcpctr's slots, in order (EDGEFT_TCP_CTR_*).
+TCP_COUNTERS = ("tuned", "tune_failed", "rto", "retrans", "events", "events_lost", "last_error")
 
 # Fixed constants: asserted equal in every compile.
 CONSTANTS = {
@@ -37,6 +39,8 @@ CONSTANTS = {
     "EDGEFT_XLAT_LOCAL": XLAT_LOCAL,
     "EDGEFT_TCP_RTO": TCP_RTO,
     "EDGEFT_TCP_RETRANS": TCP_RETRANS,
+    "EDGEFT_TCP_COUNTERS": len(TCP_COUNTERS),
+    **{"EDGEFT_TCP_CTR_%s" % name.upper(): i for i, name in enumerate(TCP_COUNTERS)},
 }
 
 # Overridable with -D<name>=<value>; the header's defaults.
@@ -155,20 +159,7 @@ class TcpEvent(ctypes.Structure):
     ]
 
 
-class TcpCounters(ctypes.Structure):
-    c_name = "edgeft_tcp_counters"
-    _fields_ = [
-        ("tuned", ctypes.c_uint64),
-        ("tune_failed", ctypes.c_uint64),
-        ("rto", ctypes.c_uint64),
-        ("retrans", ctypes.c_uint64),
-        ("events", ctypes.c_uint64),
-        ("events_lost", ctypes.c_uint64),
-        ("last_error", ctypes.c_int64),
-    ]
-
-
-STRUCTS = (Addr, PeerRef, PeerState, Plane, Counters, FoKey, Xlat, XlatCounters, TcpConfig, TcpEvent, TcpCounters)
+STRUCTS = (Addr, PeerRef, PeerState, Plane, Counters, FoKey, Xlat, XlatCounters, TcpConfig, TcpEvent)
 
 MapSpec = namedtuple("MapSpec", "name map_type key value max_entries")
 """max_entries(tunables dict) -> int, the same expression as the header's."""
@@ -204,7 +195,7 @@ MAPS_BY_NAME = {m.name: m for m in MAPS}
 TCP_PROGRAM = "edgeft_tcp"
 TCP_MAPS = (
     MapSpec("edgeft_tcpcfg", MAP_ARRAY, ctypes.c_uint32, TcpConfig, lambda t: 1),
-    MapSpec("edgeft_tcpctr", MAP_PERCPU_ARRAY, ctypes.c_uint32, TcpCounters, lambda t: 1),
+    MapSpec("edgeft_tcpctr", MAP_PERCPU_ARRAY, ctypes.c_uint32, ctypes.c_uint64, lambda t: len(TCP_COUNTERS)),
     MapSpec("edgeft_tcplast", MAP_ARRAY, ctypes.c_uint32, ctypes.c_uint64, lambda t: t["EDGEFT_MAX_PEERS"]),
 )
 TCP_EVENTS_MAP = "edgeft_tcpev"

@@ -156,9 +156,10 @@ class TcpProgram:
 
     def counters(self) -> dict:
         """edgeft_tcpctr summed over the CPUs; last_error: a failed setting's errno name, or None."""
-        per_cpu = self._map(layout.TCP_MAPS[1]).get(0) or []
-        out = {name: sum(getattr(c, name) for c in per_cpu) for name, _t in layout.TcpCounters._fields_ if name != "last_error"}
-        codes = [c.last_error for c in per_cpu if c.last_error]
+        handle = self._map(layout.TCP_MAPS[1])
+        per_slot = {name: handle.get(i) or [] for i, name in enumerate(layout.TCP_COUNTERS)}
+        out = {name: sum(v.value for v in values) for name, values in per_slot.items() if name != "last_error"}
+        codes = [ctypes.c_int64(v.value).value for v in per_slot["last_error"] if v.value]
         out["last_error"] = errno.errorcode.get(-codes[-1], str(codes[-1])) if codes else None
         return out
 

@@ -4,12 +4,18 @@ holds host 2's plane addresses; 198.18.0.99 on host 2 is not in it."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 
 import pytest
 
 import hostlab as L
 import tcp_env
+from repo import REPO
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout, sockops
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
@@ -119,3 +125,27 @@ def test_bad_input_is_refused_before_anything_is_attached(hosts, tmp_path):
         sockops.check_settings(sockops.TcpSettings(16000, 300000, 0), 1000)
     sockops.check_settings(sockops.TcpSettings(2000, 2000, 0), 1000)
     sockops.check_settings(sockops.TcpSettings(1000, 1000, 0), None)  # HZ unknown: the program counts refusals
+
+
+ATTACH_AS_THE_UNIT = r"""
+import json, sys
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath import sockops
+obj, pins, cgroup = sys.argv[1:4]
+program = sockops.TcpProgram(obj, pins, cgroup, sockops.TcpSettings(16000, 8000, 10000000))
+print(json.dumps(program.counters()))
+program.close()
+"""
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) missing")
+def test_the_program_loads_and_attaches_with_the_units_capabilities_alone(hosts, tmp_path):
+    """The agent's unit keeps CAP_BPF and CAP_NET_ADMIN only: without CAP_PERFMON the verifier
+    refuses pointer arithmetic that root's loads accept, so the program is loaded the same way."""
+    caps = "-all,+bpf,+net_admin"
+    with tcp_env.cgroup() as cg:
+        argv = ["setpriv", "--inh-caps=" + caps, "--ambient-caps=" + caps, "--bounding-set=" + caps,
+                sys.executable, "-c", ATTACH_AS_THE_UNIT, tcp_env.tcp_object(tmp_path), hosts.pins[1], cg]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False,
+                              env=dict(os.environ, PYTHONPATH=str(REPO / ".build" / "collections")))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["tune_failed"] == 0
