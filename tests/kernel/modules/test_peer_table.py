@@ -70,7 +70,9 @@ def snapshot(host):
         "peers": {i: m.get_peer(i) for i in m.peer_ids()},
         "seen": {i: m.last_seen(i) for i in range(8)},
         "planes": [m.get_plane(i) for i in range(layout.PLANE_SLOTS)],
-        "neigh": sorted(host.neighbours(1)),
+        # The module writes entries for peer addresses only; link-local (fe80::/10) entries are the
+        # kernel's own neighbour discovery between the two namespaces and come and go with it.
+        "neigh": sorted(n for n in host.neighbours(1) if not n[0].lower().startswith("fe80:")),
         "record": pathlib.Path(record).read_text() if os.path.exists(record) else None,
     }
 

@@ -30,18 +30,19 @@ L2_PLANES = [{"name": "a", "interface": "fab0"}, {"name": "b", "interface": "fab
 ROUTED_PLANES = [dict(p, gateway4="198.18.%d.1" % i) for i, p in enumerate(L2_PLANES)]
 
 
-@pytest.mark.parametrize("realtime,planes,caps", [
-    (True, L2_PLANES, "CAP_BPF CAP_NET_ADMIN"),
-    (False, L2_PLANES, "CAP_BPF CAP_NET_ADMIN"),
-    (True, ROUTED_PLANES, "CAP_BPF CAP_NET_ADMIN CAP_NET_RAW"),  # raw ICMP for first-hop probes
-], ids=["realtime", "normal", "routed"])
-def test_unit_file_verifies(tmp_path, realtime, planes, caps):
+@pytest.mark.parametrize("realtime,planes,tcp,caps", [
+    (True, L2_PLANES, False, "CAP_BPF CAP_NET_ADMIN"),
+    (False, L2_PLANES, False, "CAP_BPF CAP_NET_ADMIN"),
+    (True, ROUTED_PLANES, False, "CAP_BPF CAP_NET_ADMIN CAP_NET_RAW"),  # raw ICMP for first-hop probes
+    (True, ROUTED_PLANES, True, "CAP_BPF CAP_NET_ADMIN CAP_PERFMON CAP_NET_RAW"),  # the TCP program
+], ids=["realtime", "normal", "routed", "tcp"])
+def test_unit_file_verifies(tmp_path, realtime, planes, tcp, caps):
     if shutil.which("systemd-analyze") is None:
         pytest.skip("systemd-analyze is not installed")
     unit = tmp_path / "edgeft-agent.service"
     unit.write_text(render("edgeft-agent.service.j2", ansible_managed="test", ebpf_failover_agent_dir="/usr/local/lib/edgeft/agent",
                            ebpf_failover_agent_config="/etc/edgeft/agent.json", ebpf_failover_agent_realtime=realtime,
-                           ebpf_failover_planes=planes))
+                           ebpf_failover_planes=planes, ebpf_failover_agent_tcp=tcp))
     r = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     text = unit.read_text()
