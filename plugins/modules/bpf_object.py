@@ -95,16 +95,16 @@ objects:
     plane:
       description: The plane index built into the object.
       type: int
-    path:
+    path: &object_path
       description: The object's path in O(cache_dir).
       type: str
     file:
       description: Its file name, C(edgeft-p<plane>-<digest>.bpf.o).
       type: str
-    digest:
+    digest: &object_digest
       description: The digest of its sources and build settings.
       type: str
-    cached:
+    cached: &object_cached
       description: Whether the object was already in the cache (nothing built).
       type: bool
   sample:
@@ -118,18 +118,12 @@ tcp_object:
   returned: always
   type: dict
   contains:
-    path:
-      description: The object's path in O(cache_dir).
-      type: str
+    path: *object_path
     file:
       description: Its file name, C(edgeft-tcp-<digest>.bpf.o).
       type: str
-    digest:
-      description: The digest of its sources and build settings.
-      type: str
-    cached:
-      description: Whether the object was already in the cache (nothing built).
-      type: bool
+    digest: *object_digest
+    cached: *object_cached
   sample:
     path: /root/.cache/edgeft/bpf-objects/edgeft-tcp-51639b1252c2e174.bpf.o
     file: edgeft-tcp-51639b1252c2e174.bpf.o

@@ -49,9 +49,9 @@ class Cadence:
 
     def probe_step(self, path) -> int:
         """ns to the path's next probe: the full rate for peers with traffic and for
-        suspect paths, the idle rate for the rest; and while a path with traffic,
-        judged up, has missed its latest probes, the confirmation rate: detection
-        is one interval and multiplier - 1 confirmations, not multiplier intervals."""
+        suspect paths, the idle rate for the rest; and the confirmation rate while a
+        path judged up is under a TCP alarm, or has traffic and missed its latest
+        probes (each of which _probe judged a confirmation step after it left)."""
         if path.alarm and path.judge.up and path.misses < path.multiplier:
             return self.cfg.confirm_interval_ns
         if path.peer_id in self.active:

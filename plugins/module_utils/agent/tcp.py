@@ -27,7 +27,6 @@ class TcpSignal:
         self.program = None
         self.error = None
         self.cgroup = None
-        self.received = 0  # records read
         self.by_kind = dict.fromkeys(KINDS.values(), 0)
         if not cfg["enabled"]:
             return
@@ -61,7 +60,6 @@ class TcpSignal:
         """Peer ids whose connections retransmitted, in the order of the records."""
         out = []
         for ev in self.program.events():
-            self.received += 1
             self.by_kind[KINDS.get(ev.kind, "retransmission")] += 1
             out.append(ev.peer_id)
         return out

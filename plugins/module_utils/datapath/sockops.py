@@ -10,6 +10,7 @@ the program; connections it tuned keep their settings, new ones get the kernel's
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import gzip
@@ -101,9 +102,7 @@ class TcpProgram:
     def __init__(self, object_path: str, pin_root: str, cgroup: str, settings: TcpSettings) -> None:
         self.cgroup = cgroup
         self.settings = settings
-        self._obj = None
-        self._ring = None
-        self._link = -1
+        self._release = contextlib.ExitStack()  # what is held so far, released in reverse by close()
         if not os.path.isdir(cgroup) or not bpfsys.is_cgroup2(cgroup):
             raise DatapathError("tcp.cgroup: %s is not a directory of the cgroup v2 hierarchy (mounted at %s here): "
                                 "set it to one, or leave it empty for the whole host" % (cgroup, cgroup2_root() or "nowhere"))
@@ -121,6 +120,7 @@ class TcpProgram:
                 os.close(fd)
         try:
             self._obj = libbpf.BpfObject(object_path)
+            self._release.callback(self._obj.close)
             objects.check_layout(self._obj, pinned)
             missing = [n for n in [m.name for m in layout.TCP_MAPS] + [layout.TCP_EVENTS_MAP] if not self._obj.has_map(n)]
             if missing or layout.TCP_PROGRAM not in self._obj.programs():
@@ -132,10 +132,12 @@ class TcpProgram:
             config.put(0, layout.TcpConfig(rto_min_us=settings.rto_min_us, delack_max_us=settings.delack_max_us,
                                            signal_hold_ns=settings.signal_hold_ns))
             self._ring = ringbuf.RingBuffer(self._obj.map_fd(layout.TCP_EVENTS_MAP))
+            self._release.callback(self._ring.close)
             cg = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
-                self._link = bpfsys.link_create(self._obj.prog_fd(layout.TCP_PROGRAM), cg, bpfsys.CGROUP_SOCK_OPS,
-                                                "attach the TCP program to cgroup %s" % cgroup)
+                link = bpfsys.link_create(self._obj.prog_fd(layout.TCP_PROGRAM), cg, bpfsys.CGROUP_SOCK_OPS,
+                                          "attach the TCP program to cgroup %s" % cgroup)
+                self._release.callback(os.close, link)  # the last fd of the link: closing it detaches
             finally:
                 os.close(cg)
         except Exception:
@@ -164,12 +166,4 @@ class TcpProgram:
         return out
 
     def close(self) -> None:
-        if self._link >= 0:
-            os.close(self._link)
-            self._link = -1
-        if self._ring is not None:
-            self._ring.close()
-            self._ring = None
-        if self._obj is not None:
-            self._obj.close()
-            self._obj = None
+        self._release.close()

@@ -74,13 +74,19 @@ def test_bad_options_are_named(tmp_path, option, value, words):
     assert not (tmp_path / 'cache').exists()
 
 
-def test_a_compile_error_names_the_plane_and_the_source(tmp_path):
+def broken_build(tmp_path, source, plane):
+    """Build plane's objects from a copy of bpf/ whose `source` does not compile: (its dir, error)."""
     src = tmp_path / 'bpf'
     shutil.copytree(BPF_DIR, src)
-    with open(src / 'failover_tc.c', 'a') as f:
+    with open(src / source, 'a') as f:
         f.write('\nthis is not C;\n')
     with pytest.raises(ProgramError) as e:
-        run(params(tmp_path / 'cache', src_dir=str(src), planes=[1]))
+        run(params(tmp_path / 'cache', src_dir=str(src), planes=[plane]))
+    return src, e
+
+
+def test_a_compile_error_names_the_plane_and_the_source(tmp_path):
+    src, e = broken_build(tmp_path, 'failover_tc.c', 1)
     assert 'clang could not build the programs of plane 1 from %s/failover_tc.c' % src in str(e.value)
     # No object of the plane, no temporary file left; the TCP program, from a source of its own,
     # built beside it.
@@ -88,12 +94,7 @@ def test_a_compile_error_names_the_plane_and_the_source(tmp_path):
 
 
 def test_a_compile_error_in_the_tcp_program_names_its_source(tmp_path):
-    src = tmp_path / 'bpf'
-    shutil.copytree(BPF_DIR, src)
-    with open(src / 'tcp_peers.c', 'a') as f:
-        f.write('\nthis is not C;\n')
-    with pytest.raises(ProgramError) as e:
-        run(params(tmp_path / 'cache', src_dir=str(src), planes=[0]))
+    src, e = broken_build(tmp_path, 'tcp_peers.c', 0)
     assert 'clang could not build the TCP program from %s/tcp_peers.c' % src in str(e.value)
     assert [n for n in os.listdir(tmp_path / 'cache') if n.startswith(objects.TCP_PREFIX) or n.startswith('.')] == []
 

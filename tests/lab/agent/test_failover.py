@@ -36,6 +36,14 @@ def wait_for_event(agents, host, kind, since_ns, timeout=5.0, **match):
     raise AssertionError("no %s event %s on %s within %.1f s: %s" % (kind, match, host, timeout, events(agents, host)))
 
 
+def fault_after(udp, lead_s):
+    """After lead_s of traffic, the fault's moment: marked on the stream, returned (monotonic ns)."""
+    time.sleep(lead_s)
+    fault = time.monotonic_ns()
+    udp.mark("fault")
+    return fault
+
+
 def path_state(agents, host, peer, plane):
     st = agents.status(host)
     entry = [p for p in st["peers"] if p["name"] == peer][0]
@@ -47,9 +55,7 @@ def test_carrier_loss_on_the_senders_link(agent_lab):
     lab, agents = agent_lab
     agents.start_all()
     with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=4, pps=10000) as udp:
-        time.sleep(0.5)
-        fault = time.monotonic_ns()
-        udp.mark("fault")
+        fault = fault_after(udp, 0.5)
         lab.link_down("r1h1", "a", side="host")
         time.sleep(1.0)
         udp.mark("repair")
@@ -74,9 +80,7 @@ def test_silent_peer_tor(agent_lab):
     agents.start_all()
     with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=4, pps=10000) as udp, \
             TcpStream(lab, "r1h1", "r2h1", plane="a", rate_bps=50e6) as tcp:
-        time.sleep(0.5)
-        fault = time.monotonic_ns()
-        udp.mark("fault")
+        fault = fault_after(udp, 0.5)
         lab.silence("tor-r2-a")
         time.sleep(1.5)
         udp.mark("repair")
@@ -127,8 +131,7 @@ def test_the_receivers_nic_down_over_ipv6(agent_lab):
     agents.start_all()
     address = lab.plan.host("r2h1").port("a").ipv6.ip
     with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=6, pps=10000) as udp:
-        time.sleep(0.5)
-        udp.mark("fault")
+        fault_after(udp, 0.5)
         lab.link_down("r2h1", "a", side="host")
         time.sleep(1.0)
         kept = kept_local(lab, "r2h1")
@@ -187,9 +190,7 @@ def test_agent_killed_during_a_failure_and_restarted(agent_lab):
     lab, agents = agent_lab
     agents.start_all()
     with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=4, pps=10000) as udp:
-        time.sleep(0.3)
-        fault = time.monotonic_ns()
-        udp.mark("fault")
+        fault = fault_after(udp, 0.3)
         lab.silence("tor-r2-a")
         wait_for_event(agents, "r1h1", "failover", fault, scope="path")
         time.sleep(0.2)
