@@ -47,8 +47,35 @@ if (( lint_status != 0 || sanity_status != 0 )); then
   exit 1
 fi
 
-stage "pytest"
-# Exit status 5 (no tests collected) fails the run like any other failure.
-# The 60 slowest tests are listed before the summary, so every run shows where its time went;
-# pytest's summary stays the last line: CI reads it.
-python -m pytest --durations=60 "$@"
+# pytest in two parts, every test in exactly one (the `serial` marker, pytest.ini):
+# - in parallel, one worker per CPU (pytest-xdist, a module's tests on one worker): the pure
+#   and kernel tests, each in namespaces, pins and labs of its own;
+# - then alone, one after another: what measures time or lost packets against bounds written for
+#   an idle machine, the deployed labs and the molecule scenarios.
+# Exit status 5 (no tests collected) fails the run like any other failure. Each part lists its
+# slowest tests before its summary; the last line sums both parts up (CI reads it).
+# With arguments (a path, -k, ...) pytest runs once, alone, on what they select.
+if (( $# > 0 )); then
+  stage "pytest"
+  python -m pytest --durations=60 "$@"
+  exit
+fi
+parts="$(mktemp -d)"
+trap 'rm -rf "${parts}"' EXIT
+# One part of pytest: its output shown and kept (for the last line), its exit status kept.
+pytest_part() {
+  local part=$1
+  shift
+  { local rc=0; python -m pytest "$@" || rc=$?; echo "${rc}" >"${parts}/${part}.status"; } | tee "${parts}/${part}.log"
+}
+stage "pytest, in parallel: tests not marked serial"
+pytest_part parallel -n auto --dist loadfile -m "not serial" --durations=20
+stage "pytest, alone: tests marked serial"
+pytest_part serial -m serial --durations=60
+stage "done"
+status=0
+for part in parallel serial; do
+  printf '%-8s part (exit %s): %s\n' "${part}" "$(cat "${parts}/${part}.status")" "$(tail -n 1 "${parts}/${part}.log")"
+  [[ "$(cat "${parts}/${part}.status")" == 0 ]] || status=1
+done
+exit "${status}"

@@ -27,3 +27,16 @@ if AnsibleCollectionConfig.collection_finder is None:
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         init_plugin_loader(_paths)
+
+
+# Directories whose every test runs in the serial part of scripts/test.sh: the deployed labs and
+# the scenarios measure gaps and losses against bounds written for a machine doing nothing else.
+_SERIAL_DIRS = ('lab', 'scenarios')
+
+
+def pytest_collection_modifyitems(config, items):
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        relative = os.path.relpath(str(item.path), tests_dir)
+        if relative.split(os.sep, 1)[0] in _SERIAL_DIRS:
+            item.add_marker('serial')

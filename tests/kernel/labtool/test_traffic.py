@@ -17,6 +17,9 @@ from edgeft_lab.traffic_results import BIN_NS, count_sequences, gaps_over, loss_
 from lab_helpers import needs_root
 from repo import REPO
 
+# serial: gaps and stalls measured against millisecond bounds (scripts/test.sh runs them alone).
+pytestmark = pytest.mark.serial
+
 FAULT_S = 0.3
 
 

@@ -23,7 +23,8 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath import la
 from ansible_collections.edgeft.failover.plugins.module_utils.program import load, record
 
 _PROBLEM = environment_problem()
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or '')
+# serial: the replace tests count a stream's lost packets (scripts/test.sh runs them alone).
+pytestmark = [pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or ''), pytest.mark.serial]
 
 HOOKS = [('p0', 'egress'), ('p0', 'ingress'), ('p1', 'egress'), ('p1', 'ingress')]
 

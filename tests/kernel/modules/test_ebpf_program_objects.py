@@ -23,7 +23,8 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps impo
 from ansible_collections.edgeft.failover.plugins.module_utils.program import load
 
 _PROBLEM = environment_problem() or (None if shutil.which('clang') else 'clang missing: run scripts/bootstrap.sh')
-pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or '')
+# serial: the replace tests count a stream's lost packets (scripts/test.sh runs them alone).
+pytestmark = [pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or ''), pytest.mark.serial]
 
 BPF_DIR = str(REPO / 'bpf')
 
