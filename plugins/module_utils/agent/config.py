@@ -26,7 +26,7 @@ DEFAULTS = {
     "idle_interval_ms": 1000,
     "active_window_ms": 2000,
     "multiplier": 3,
-    "confirm_interval_ms": 3,
+    "confirm_interval_ms": 2,
     "hold_down_ms": 1000,
     "probe_family": "auto",
     "probe_tos": 0xC0,

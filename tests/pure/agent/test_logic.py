@@ -247,7 +247,7 @@ def test_backup_routes_onto_a_routed_plane_go_via_its_gateway():
 
 def test_config_defaults_and_conversions():
     cfg = Config({"planes": [{"name": "a", "interface": "fab0", "ipv4": "198.18.1.11/16"}]})
-    assert (cfg.interval_ms, cfg.multiplier, cfg.confirm_interval_ms, cfg.hold_down_ms, cfg.detection_ms) == (10, 3, 3, 1000, 9)
+    assert (cfg.interval_ms, cfg.multiplier, cfg.confirm_interval_ms, cfg.hold_down_ms, cfg.detection_ms) == (10, 3, 2, 1000, 6)
     assert (cfg.idle_interval_ms, cfg.active_window_ms) == (1000, 2000)
     assert cfg.metrics_listen == ("127.0.0.1", 9531)
     assert cfg.planes[0][4] == "198.18.1.11" and cfg.planes[0][6] is None
