@@ -48,8 +48,9 @@ if (( lint_status != 0 || sanity_status != 0 )); then
 fi
 
 # pytest in two parts, every test in exactly one (the `serial` marker, pytest.ini):
-# - in parallel, one worker per CPU (pytest-xdist, a module's tests on one worker): the pure
-#   and kernel tests, each in namespaces, pins and labs of its own;
+# - in parallel, two workers per CPU (pytest-xdist, a module's tests on one worker; these tests
+#   wait on namespaces and subprocesses about half their time): the pure and kernel tests, each
+#   in namespaces, pins and labs of its own;
 # - then alone, one after another: what measures time or lost packets against bounds written for
 #   an idle machine, the deployed labs and the molecule scenarios.
 # Exit status 5 (no tests collected) fails the run like any other failure. Each part lists its
@@ -69,7 +70,7 @@ pytest_part() {
   { local rc=0; python -m pytest "$@" || rc=$?; echo "${rc}" >"${parts}/${part}.status"; } | tee "${parts}/${part}.log"
 }
 stage "pytest, in parallel: tests not marked serial"
-pytest_part parallel -n auto --dist loadfile -m "not serial" --durations=20
+pytest_part parallel -n "$(( 2 * $(nproc) ))" --dist loadfile -m "not serial" --durations=20
 stage "pytest, alone: tests marked serial"
 pytest_part serial -m serial --durations=60
 stage "done"
