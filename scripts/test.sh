@@ -54,7 +54,7 @@ fi
 # - then alone, one after another: what measures time or lost packets against bounds written for
 #   an idle machine, the deployed labs and the molecule scenarios.
 # Exit status 5 (no tests collected) fails the run like any other failure. Each part lists its
-# slowest tests before its summary; the last line sums both parts up (CI reads it).
+# slowest tests before its summary; the last two lines repeat both summaries (CI reads them).
 # With arguments (a path, -k, ...) pytest runs once, alone, on what they select.
 if (( $# > 0 )); then
   stage "pytest"
