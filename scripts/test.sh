@@ -76,7 +76,8 @@ pytest_part serial -m serial --durations=60
 stage "done"
 status=0
 for part in parallel serial; do
-  printf '%-8s part (exit %s): %s\n' "${part}" "$(cat "${parts}/${part}.status")" "$(tail -n 1 "${parts}/${part}.log")"
-  [[ "$(cat "${parts}/${part}.status")" == 0 ]] || status=1
+  rc="$(<"${parts}/${part}.status")"
+  printf '%-8s part (exit %s): %s\n' "${part}" "${rc}" "$(tail -n 1 "${parts}/${part}.log")"
+  [[ "${rc}" == 0 ]] || status=1
 done
 exit "${status}"

@@ -53,6 +53,14 @@ IFF_UP = 0x1
 SO_RCVBUFFORCE = 33  # Linux; not exported by the socket module
 
 
+def fault_after(stream, lead_s: float) -> int:
+    """After lead_s of traffic, the fault's moment: marked on the stream, returned (monotonic ns)."""
+    time.sleep(lead_s)
+    fault = time.monotonic_ns()
+    stream.mark("fault")
+    return fault
+
+
 def link_info(lab: Lab, node: str, ifname: str) -> dict:
     """admin/carrier/operstate of an interface, read with pyroute2 (IFLA_CARRIER, IFLA_OPERSTATE)."""
     with lab.ipr(node) as sock:

@@ -9,6 +9,7 @@ connection, to prove the argument specs and check mode as Ansible runs them.
 from __future__ import annotations
 
 import copy
+import ipaddress
 import json
 import os
 import pathlib
@@ -24,8 +25,9 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath import la
 from ansible_collections.edgeft.failover.plugins.modules import peer_table
 from repo import REPO
 
-
 pytestmark = pytest.mark.skipif(L.missing() is not None, reason=str(L.missing()))
+
+LINK_LOCAL_V6 = ipaddress.ip_network("fe80::/10")
 
 H2 = L.peer_decl(2)
 # Peers that do not exist on the wire: their neighbour entries never resolve.
@@ -72,7 +74,7 @@ def snapshot(host):
         "planes": [m.get_plane(i) for i in range(layout.PLANE_SLOTS)],
         # The module writes entries for peer addresses only; link-local (fe80::/10) entries are the
         # kernel's own neighbour discovery between the two namespaces and come and go with it.
-        "neigh": sorted(n for n in host.neighbours(1) if not n[0].lower().startswith("fe80:")),
+        "neigh": sorted(n for n in host.neighbours(1) if ipaddress.ip_address(n[0]) not in LINK_LOCAL_V6),
         "record": pathlib.Path(record).read_text() if os.path.exists(record) else None,
     }
 

@@ -11,6 +11,7 @@ import subprocess
 import time
 
 from edgeft_lab.traffic import TcpStream, UdpStream
+from lab_helpers import fault_after
 
 from ansible_collections.edgeft.failover.plugins.module_utils.constants import VERSION
 
@@ -34,14 +35,6 @@ def wait_for_event(agents, host, kind, since_ns, timeout=5.0, **match):
             return found[0]
         time.sleep(0.02)
     raise AssertionError("no %s event %s on %s within %.1f s: %s" % (kind, match, host, timeout, events(agents, host)))
-
-
-def fault_after(udp, lead_s):
-    """After lead_s of traffic, the fault's moment: marked on the stream, returned (monotonic ns)."""
-    time.sleep(lead_s)
-    fault = time.monotonic_ns()
-    udp.mark("fault")
-    return fault
 
 
 def path_state(agents, host, peer, plane):

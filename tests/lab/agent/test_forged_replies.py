@@ -26,6 +26,7 @@ import uuid
 
 from edgeft_lab import netns
 from edgeft_lab.traffic import UdpStream
+from lab_helpers import fault_after
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import probe
 
@@ -129,9 +130,7 @@ def test_forged_and_replayed_replies_do_not_hide_a_silent_tor(agent_lab):
             with sock:
                 worker.start()
                 try:
-                    time.sleep(0.3)  # the rogue is sending before the fault
-                    fault = time.monotonic_ns()
-                    udp.mark("fault")
+                    fault = fault_after(udp, 0.3)  # the rogue is sending before the fault
                     lab.silence("tor-r2-a")
                     time.sleep(1.0)
                 finally:

@@ -15,6 +15,7 @@ import time
 
 import pytest
 from edgeft_lab.traffic import TcpStream, UdpStream
+from lab_helpers import fault_after
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
 
@@ -37,8 +38,7 @@ def test_carrier_loss_on_a_routed_plane_moves_traffic_translated(routed_agent_la
     before = translations(lab)
     with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=family, pps=10000) as udp, \
             TcpStream(lab, "r1h1", "r2h1", plane="a", rate_bps=50e6, family=family) as tcp:
-        time.sleep(0.5)
-        udp.mark("fault")
+        fault_after(udp, 0.5)
         lab.link_down("r1h1", "a", side="host" if family == 4 else "switch")
         time.sleep(1.0)
         udp.mark("repair")
@@ -63,8 +63,7 @@ def test_silent_tor_on_a_routed_plane(routed_agent_lab, family):
     agents.start_all()
     with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=family, pps=10000) as udp, \
             TcpStream(lab, "r1h1", "r2h1", plane="a", rate_bps=50e6, family=family) as tcp:
-        time.sleep(0.5)
-        udp.mark("fault")
+        fault_after(udp, 0.5)
         lab.silence("tor-r2-a")
         time.sleep(1.5)
         udp.mark("repair")

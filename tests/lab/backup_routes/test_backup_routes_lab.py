@@ -20,6 +20,7 @@ from routes_lab import apply_routes
 
 from edgeft_lab import netns
 from edgeft_lab.traffic import UdpStream
+from lab_helpers import fault_after
 
 pytestmark = pytest.mark.slow
 
@@ -143,8 +144,7 @@ def test_routes_installed_with_rto_min_and_idempotent(installed):
 def failover(lab, family, side):
     """UDP A -> B's plane-a address at 10 kpps; A's plane-a link goes down on `side` after 1 s."""
     with UdpStream(lab, A, B, plane="a", family=family, pps=PPS) as udp:
-        time.sleep(1.0)
-        udp.mark("fault")
+        fault_after(udp, 1.0)
         lab.link_down(A, "a", side=side)
         time.sleep(1.0)
     result = udp.result()
