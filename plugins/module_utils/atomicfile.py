@@ -1,8 +1,9 @@
 # Copyright: edgeft contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Files replaced whole, and a directory lock: the two ways edgeft writes what it keeps on a
-host (its records in state_dir, its persisted network configuration); and which of its
-directories removing its files leaves empty."""
+host (its records in state_dir, its persisted network configuration, its installed files);
+a file's state read and put back (a writer's undo); and which of its directories removing its
+files leaves empty."""
 
 from __future__ import annotations
 
@@ -32,6 +33,39 @@ def replace(path, data, mode=None, root_owned=False):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def current(path):
+    """(bytes, mode, root-owned) of the file at path (a link is followed), None when there is none."""
+    try:
+        with open(path, "rb") as handle:
+            status = os.fstat(handle.fileno())
+            return handle.read(), status.st_mode & 0o7777, (status.st_uid, status.st_gid) == (0, 0)
+    except FileNotFoundError:
+        return None
+
+
+def restore(path, before):
+    """Put back what current() read at path: the file as it was (root-owned), or, for None, no
+    file (or an empty directory a writer created) at all."""
+    if before is None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.rmdir(path)
+        else:
+            os.unlink(path)
+    else:
+        replace(path, before[0], before[1], root_owned=True)
+
+
+def makedirs(path, mode=0o755):
+    """Create path and its missing parents, each with `mode` whatever the umask; returns the
+    ones created, parents first (for an undo)."""
+    if os.path.isdir(path):
+        return []
+    created = makedirs(os.path.dirname(path), mode)
+    os.mkdir(path)
+    os.chmod(path, mode)
+    return created + [path]
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ LAYERS = (
     (1, "kernel facts and map layouts", ("datapath", "tc")),
     (2, "host model and fabric", ("host", "fabric")),
     (3, "cores", ("program", "planes", "peers", "routed", "plane_check", "plane_info", "multihome", "bond",
-                  "backup_routes", "persist", "maintenance", "failover_addresses", "restore", "health", "rollout", "uninstall")),
+                  "backup_routes", "persist", "host_files", "maintenance", "failover_addresses", "restore", "health", "rollout", "uninstall")),
     (3, "the agent", ("agent",)),
 )
 GROUP_OF = {unit: (level, group) for level, group, units in LAYERS for unit in units}

@@ -47,16 +47,6 @@ def _check(entry, where, prefix):
     return path, content.encode("utf-8"), int(mode, 8)
 
 
-def _current(full):
-    """(bytes, mode, root-owned) of the file at full, None when there is none."""
-    try:
-        with open(full, "rb") as handle:
-            status = os.fstat(handle.fileno())
-            return handle.read(), status.st_mode & 0o7777, (status.st_uid, status.st_gid) == (0, 0)
-    except FileNotFoundError:
-        return None
-
-
 def _text(data):
     return data.decode("utf-8", errors="replace")
 
@@ -87,7 +77,7 @@ def changes(root, prefix, wanted, created=()):
         if os.path.isdir(full) and not os.path.islink(full):
             raise PlanError("files[%d].path: %s is a directory on the host: remove it, or choose another prefix"
                             % (index, full))
-        current = _current(full)
+        current = atomicfile.current(full)
         if current != (data, mode, True):
             plan["write"].append({"path": full, "data": data, "mode": mode,
                                   "before": _text(current[0]) if current else None})
@@ -105,7 +95,7 @@ def diff(plan):
     out = [{"before_header": w["path"], "after_header": w["path"], "before": w["before"] or "", "after": _text(w["data"])}
            for w in plan["write"]]
     for path in plan["remove"]:
-        current = _current(path)
+        current = atomicfile.current(path)
         out.append({"before_header": path, "after_header": "%s (removed)" % path,
                     "before": _text(current[0]) if current else "", "after": ""})
     out.extend({"before_header": path + "/", "after_header": "%s/ (removed)" % path, "before": "", "after": ""}
@@ -121,46 +111,25 @@ def apply(root, plan):
     undo, made = [], []
     try:
         for directory in plan["directories"]:
-            for created in _makedirs(os.path.join(root, directory)):
+            for created in atomicfile.makedirs(os.path.join(root, directory)):
                 undo.append((created, None))
                 made.append(created)
         for write in plan["write"]:
-            undo.append((write["path"], _current(write["path"])))
+            undo.append((write["path"], atomicfile.current(write["path"])))
             atomicfile.replace(write["path"], write["data"], write["mode"], root_owned=True)
         for path in plan["remove"]:
-            undo.append((path, _current(path)))
+            undo.append((path, atomicfile.current(path)))
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
     except OSError:
         for path, before in reversed(undo):
             with contextlib.suppress(OSError):
-                _restore(path, before)
+                atomicfile.restore(path, before)
         raise
     for path in plan["rmdirs"]:
         with contextlib.suppress(OSError):
             os.rmdir(path)
     return made
-
-
-def _makedirs(path):
-    """Create path and its missing parents, each mode 0755 whatever the umask; the ones
-    created, parents first."""
-    if os.path.isdir(path):
-        return []
-    created = _makedirs(os.path.dirname(path))
-    os.mkdir(path)
-    os.chmod(path, 0o755)
-    return created + [path]
-
-
-def _restore(path, before):
-    if before is None:
-        if os.path.isdir(path) and not os.path.islink(path):
-            os.rmdir(path)
-        else:
-            os.unlink(path)
-    else:
-        atomicfile.replace(path, before[0], before[1], root_owned=True)
 
 
 def run(params, check_mode):
