@@ -6,8 +6,10 @@ For each size (hosts; 4 is the default lab's 2 racks x 2, larger sizes are racks
 RACKSxHOSTS such as 8x4), on a lab of its own (a unique name, torn down at the end even on
 errors), in order:
 
-1. lab up;
-2. playbooks/site.yml (first deploy), then again: the second run must change nothing;
+1. lab up, and one unlimited TCP stream r1h1 -> r2h1 on plane a for --stream seconds, before
+   anything of edgeft is on the hosts;
+2. playbooks/site.yml (first deploy), then again: the second run must change nothing; then the
+   same stream again, through the failover programs on both hosts' NICs (no agent running);
 3. playbooks/switch_drain.yml and switch_undrain.yml of ToR tor-r1-a, then of spine spine-b;
 4. one agent per host (as the lab runs them), idle for --window seconds: CPU (% of one core per
    host, from /proc over the window), probes sent per second per host (the agents' counters),
@@ -42,6 +44,7 @@ from edgeft_lab import Lab  # noqa: E402
 from edgeft_lab.agents import METRICS_TIMEOUT, Agents  # noqa: E402
 from edgeft_lab.errors import LabError  # noqa: E402
 from edgeft_lab.topology import load_topology  # noqa: E402
+from edgeft_lab.traffic import TcpStream  # noqa: E402
 from redeploy_under_load import BenchmarkError, deploy, lab_down, run_playbook  # noqa: E402
 
 TOR, SPINE = 'tor-r1-a', 'spine-b'
@@ -59,6 +62,9 @@ ROWS = (
     ('probes_per_s', 'probes sent per second per host, idle (mean)'),
     ('agent_rss_mb', 'agent RSS (MB per host, mean)'),
     ('metrics_series', '/metrics series of one host'),
+    ('tcp_bare_mbps', 'one TCP stream, before site.yml (Mbit/s)'),
+    ('tcp_edgeft_mbps', 'one TCP stream, programs attached (Mbit/s)'),
+    ('tcp_ratio', 'throughput ratio, attached / before'),
 )
 
 
@@ -141,7 +147,18 @@ def agent_figures(lab, inventory, log_dir, window, log):
         agents.stop_all()
 
 
-def measure_size(racks, per_rack, window, log):
+def stream_mbps(lab, seconds):
+    """Goodput of one TCP stream as fast as it goes, r1h1 -> r2h1 over plane a (IPv4)."""
+    stream = TcpStream(lab, 'r1h1', 'r2h1', plane='a', rate_bps=None)
+    with stream:
+        time.sleep(seconds)
+    result = stream.result()
+    if result.resets or not result.bytes_received:
+        raise BenchmarkError('the TCP stream did not get through: %s' % result.summary())
+    return result.goodput_mbps
+
+
+def measure_size(racks, per_rack, window, log, stream_s=5.0):
     topology = replace(load_topology('default'), hosts_per_rack=(per_rack,) * racks)
     lab = Lab(topology.renamed('scale-%s' % uuid.uuid4().hex[:6]))
     figures = {'hosts': racks * per_rack, 'racks': racks}
@@ -152,6 +169,7 @@ def measure_size(racks, per_rack, window, log):
             start = time.monotonic()
             lab.up(inventory=inventory)
             figures['lab_up_s'] = time.monotonic() - start
+            figures['tcp_bare_mbps'] = stream_mbps(lab, stream_s)
             log('  site.yml')
             figures['deploy_s'], _changed = deploy(lab, inventory)
             start = time.monotonic()
@@ -159,6 +177,10 @@ def measure_size(racks, per_rack, window, log):
             figures['redeploy_s'] = time.monotonic() - start
             if rc != 0 or any(changed for changed, _failed in recap.values()):
                 raise BenchmarkError('the second site.yml was not a no-op (rc %d): %s' % (rc, changed_tasks(out) or out[-3000:]))
+            figures['tcp_edgeft_mbps'] = stream_mbps(lab, stream_s)
+            figures['tcp_ratio'] = round(figures['tcp_edgeft_mbps'] / figures['tcp_bare_mbps'], 3)
+            log('  one TCP stream: %.0f Mbit/s before site.yml, %.0f with the programs attached'
+                % (figures['tcp_bare_mbps'], figures['tcp_edgeft_mbps']))
             for switch, kind in ((TOR, 'tor'), (SPINE, 'spine')):
                 log('  drain and undrain %s' % switch)
                 figures['%s_drain_s' % kind] = playbook_seconds(inventory, 'playbooks/switch_drain.yml', '-e', 'edgeft_switch=%s' % switch)
@@ -175,7 +197,8 @@ def format_table(runs):
     lines = [head]
     for key, label in ROWS:
         values = [run.get(key) for run in runs]
-        cells = [label] + ['%.1f' % v if isinstance(v, float) else str(v) for v in values]
+        form = '%.3f' if key.endswith('_ratio') else '%.1f'  # a ratio near 1 needs its third digit
+        cells = [label] + [form % v if isinstance(v, float) else str(v) for v in values]
         if len(runs) > 1:
             first, last = values[0], values[-1]
             cells.append('%.2f' % (last / first) if first else '-')
@@ -189,6 +212,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     p.add_argument('--sizes', default='4,16,64', help='comma-separated sizes: hosts (racks of 4) or RACKSxHOSTS')
     p.add_argument('--window', type=float, default=30.0, help='seconds the idle agents are measured')
+    p.add_argument('--stream', type=float, default=5.0, help='seconds of each throughput stream')
     p.add_argument('--json', action='store_true', help='print the figures as JSON')
     args = p.parse_args(argv)
     args.sizes = [parse_size(s.strip()) for s in args.sizes.split(',') if s.strip()]
@@ -206,7 +230,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _interrupt)
     log = (lambda message: None) if args.json else (lambda message: print(message, file=sys.stderr, flush=True))
     try:
-        runs = [measure_size(racks, per_rack, args.window, log) for racks, per_rack in args.sizes]
+        runs = [measure_size(racks, per_rack, args.window, log, args.stream) for racks, per_rack in args.sizes]
     except (BenchmarkError, LabError) as e:
         print('scale: %s' % e, file=sys.stderr)
         return 1
