@@ -90,7 +90,7 @@ def measure(planes, peers, repeat, rounds):
     middle = peers // 2
     for direction, family in CASES:
         packet = frame(direction, family, middle)
-        runs = [prog_test_run(planes[0].progs[direction].fd, packet, repeat=repeat) for _ in range(rounds)]
+        runs = [prog_test_run(planes[0].progs[direction].fd, packet, repeat=repeat) for _round in range(rounds)]
         if runs[0].retval not in (TC_ACT_UNSPEC, TC_ACT_OK):  # a peer's packet on its active plane passes
             raise RuntimeError('%s IPv%d: the program returned %d, not a pass' % (direction, family, runs[0].retval))
         figures['%s%d_ns' % (direction, family)] = statistics.median(r.duration for r in runs)
