@@ -13,13 +13,24 @@ import os
 import tempfile
 
 
+@contextlib.contextmanager
+def _removed_on_failure(tmp):
+    """Remove the temporary entry tmp if the block fails (it was never renamed into place)."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def replace(path, data, mode=None, root_owned=False):
     """Replace the file at path with `data` (bytes): written to a temporary file beside it,
     flushed to disk, then renamed over it, so a crash leaves the old or the new file, never
     part of one. `mode` and root ownership are set before the rename."""
     directory, name = os.path.split(path)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + name + ".")
-    try:
+    with _removed_on_failure(tmp):
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             if root_owned:
@@ -29,10 +40,17 @@ def replace(path, data, mode=None, root_owned=False):
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+
+
+def replace_link(path, target):
+    """Make path a symbolic link to target in one rename: a reader sees the old entry or the
+    new link, never neither."""
+    tmp = "%s.edgeft-%d" % (path, os.getpid())
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    with _removed_on_failure(tmp):
+        os.replace(tmp, path)
 
 
 def current(path):

@@ -207,20 +207,6 @@ def _set_owner_mode(path, mode):
     os.chmod(path, mode)
 
 
-def _replace_link(src, dest):
-    """Point dest at src in one rename (a reader sees the old link or the new one)."""
-    tmp = "%s.edgeft-%d" % (dest, os.getpid())
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    os.symlink(src, tmp)
-    try:
-        os.replace(tmp, dest)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _undo(step):
     kind, path, before = step
     if kind == "created":
@@ -230,13 +216,13 @@ def _undo(step):
         os.chmod(path, before[0])
     elif kind == "file":
         if isinstance(before, str):  # it was a link
-            _replace_link(before, path)
+            atomicfile.replace_link(path, before)
         else:
             atomicfile.restore(path, before)
     elif before is None:  # a link that was not there
         os.unlink(path)
     else:
-        _replace_link(before, path)
+        atomicfile.replace_link(path, before)
 
 
 def _makedirs(path, undo):
@@ -266,7 +252,7 @@ def apply(changes):
         for lk in changes["links"]:
             _makedirs(posixpath.dirname(lk["dest"]), undo)
             undo.append(("link", lk["dest"], lk["before"]))
-            _replace_link(lk["src"], lk["dest"])
+            atomicfile.replace_link(lk["dest"], lk["src"])
     except OSError:
         for step in reversed(undo):
             with contextlib.suppress(OSError):

@@ -11,7 +11,7 @@ import stat
 
 import pytest
 
-from ansible_collections.edgeft.failover.plugins.module_utils import host_files
+from ansible_collections.edgeft.failover.plugins.module_utils import atomicfile, host_files
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="writes root-owned files")
 
@@ -89,9 +89,9 @@ def test_a_failure_half_way_puts_back_what_was_changed(tmp_path, monkeypatch):
     os.symlink("/old/target", tmp_path / "link")
     before = {p: (p.read_bytes(), owner_mode(p)) for p in (existing, mode_only)}
 
-    def fail(src, dest):
+    def fail(path, target):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(host_files, "_replace_link", fail)
+    monkeypatch.setattr(atomicfile, "replace_link", fail)
     params = {"directories": [{"path": str(tmp_path / "new/dir")}],
               "files": [entry(existing, b"new\n"), entry(tmp_path / "made/file", b"x\n"),
                         {"dest": str(mode_only), "mode": "0644", "sha256": hashlib.sha256(b"same\n").hexdigest()}],
