@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.edgeft.failover.plugins.module_utils.maintenance import guards, model, report, verify
+from ansible_collections.edgeft.failover.plugins.module_utils.maintenance import batches, guards, model, report, results, verify
 
 
 def _inventory(hostvars, groups) -> dict:
@@ -30,14 +30,37 @@ def _inventory(hostvars, groups) -> dict:
     return {"groups": plain_groups, "hostvars": plain_vars}
 
 
-def maintenance_plan(targets, hostvars, groups, option="edgeft_switch"):
+def maintenance_plan(targets, hostvars, groups, option="edgeft_switch", serial=1, max_fail_percentage=0,
+                     serial_option="edgeft_serial", max_fail_option="edgeft_max_fail_percentage"):
     try:
         inventory = _inventory(hostvars, groups)
         plan = model.maintenance_plan(targets, inventory, option)
-        plan["conflicts"] = model.batch_conflicts([plan["plans"][s] for s in plan["switches"]])
+        plan["conflicts"] = batches.shared_hosts([plan["plans"][s] for s in plan["switches"]])
+        plan["batches"] = batches.batches(plan["switches"], plan["plans"], serial, serial_option)
+        plan["members"] = [batches.members(b, plan["plans"]) for b in plan["batches"]]
+        plan["max_fail_percentage"] = batches.max_fail_percentage(max_fail_percentage, max_fail_option)
         return plan
     except model.MaintenanceError as e:
         raise AnsibleFilterError(str(e)) from None
+
+
+def _registered(hosts, hostvars, name) -> dict:
+    return {h: hostvars[h].get(name) for h in hosts if h in hostvars}
+
+
+def maintenance_results(hosts, hostvars, name, active):
+    """{host: what it registered as `name`} for the hosts whose step succeeded and are still in the play."""
+    return results.succeeded(_registered(hosts, hostvars, name), list(active))
+
+
+def maintenance_failures(hosts, hostvars, name, active):
+    """'host: message' for the hosts whose step `name` failed or that left the play."""
+    return results.failures(_registered(hosts, hostvars, name), list(active))
+
+
+def maintenance_stop(batch, active, max_fail_percentage=0):
+    """The batch's failed switches when they are more than the run allows; empty when it goes on."""
+    return batches.stop_after(list(batch), list(active), int(max_fail_percentage))
 
 
 def maintenance_refusals(plan, reports, checks=None):
@@ -66,6 +89,9 @@ class FilterModule:
     def filters(self):
         return {
             "maintenance_plan": maintenance_plan,
+            "maintenance_results": maintenance_results,
+            "maintenance_failures": maintenance_failures,
+            "maintenance_stop": maintenance_stop,
             "maintenance_refusals": maintenance_refusals,
             "maintenance_verdict": maintenance_verdict,
             "maintenance_row": maintenance_row,

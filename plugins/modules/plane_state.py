@@ -100,12 +100,34 @@ options:
         the plane until this host sends on it natively again, so a confirmed
         peer stays off it for as long as the drain lasts, with or without
         traffic. The peers must answer ICMP echo requests.
-      - Also when the plane was drained already. Peers not confirmed in time
-        are a result (RV(unconfirmed)), not a failure.
+      - With O(state=active) for the whole plane, after the undrain, prove that
+        every peer is back on the plane for this host - the echo arrives
+        natively, the peer forgets what the drain taught it, and its answer
+        must come back on the plane. It is sent again every 100 ms, so a
+        peer whose learning hold swallowed the first one (it changed state
+        itself at the same moment, as hosts behind one switch undrain together)
+        still comes back.
+      - Also when the plane was drained (undrained) already. Peers not
+        confirmed in time are a result (RV(unconfirmed)), not a failure.
       - C(0) confirms nothing. Otherwise 100 to 60000; not with O(peers), and
         not with O(notify_peers=false). Nothing is sent in check mode.
     type: int
     default: 0
+  forget_learned:
+    description:
+      - With O(state=active) for the whole plane, before the undrain's notification, forget
+        what this host learned about O(plane) from its peers' steering (their down bits for it
+        that were learned, never those the agent judged), so that the notification and the
+        confirmation leave natively to every peer.
+      - Only once the plane was just proven to work both ways with every peer - check probes
+        answered (M(edgeft.failover.plane_check) healthy), as the switch_maintenance role does
+        before it undrains. Hosts behind one switch undrain together, and each may hold such a
+        bit about another from the drain; while both do, each one's steered packets keep
+        teaching the other, and neither would come back to the plane for the other.
+      - A peer that really keeps off the plane teaches it again with its next steered packet.
+        Nothing changes in check mode.
+    type: bool
+    default: false
 requirements:
   - root on the target
   - pyroute2 on the target for the NIC counters (Debian package C(python3-pyroute2));
@@ -202,7 +224,9 @@ held_routes:
   type: int
   sample: 6
 confirmed:
-  description: With O(confirm_ms), the peers whose answer came back on another plane (see O(confirm_ms)).
+  description:
+    - With O(confirm_ms), the peers whose answer came back on another plane
+      (O(state=drained)) or on the plane (O(state=active)); see O(confirm_ms).
   returned: always
   type: list
   elements: str
@@ -210,12 +234,19 @@ confirmed:
 unconfirmed:
   description:
     - With O(confirm_ms), the peers not confirmed in time, each with the
-      reason - C(answered on the plane) (the peer still sends to this host
-      there) or C(no answer).
+      reason - C(answered on the plane) (after a drain, the peer still sends
+      to this host there), C(answered on another plane) (after an undrain,
+      the peer still keeps off the plane for this host) or C(no answer).
   returned: always
   type: list
   elements: dict
   sample: [{name: r2h1, reason: answered on the plane}]
+forgotten:
+  description: With O(forget_learned), the peers whose learned down bit for O(plane) was cleared.
+  returned: always
+  type: list
+  elements: str
+  sample: [r1h2]
 changed_peers:
   description:
     - With O(peers), the named peers whose per-peer drain changed (their
@@ -325,6 +356,7 @@ def main():
             peers=dict(type='list', elements='str'),
             notify_peers=dict(type='bool', default=True),
             confirm_ms=dict(type='int', default=0),
+            forget_learned=dict(type='bool', default=False),
             state_dir=module_options.state_dir(),
         ),
         required_if=[('state', 'drained', ('plane',)), ('state', 'active', ('plane',))],

@@ -181,23 +181,10 @@ def maintenance_plan(targets, inventory: dict, option: str = "edgeft_switch") ->
     """Every named switch's plan, checked against the inventory before anything changes."""
     switches = resolve_switches(targets, inventory, option)
     plans = [switch_plan(s, inventory) for s in switches]
-    hosts = []
+    hosts, served = [], []
     for p in plans:
         for h in p["hosts"] + p["peers"]:
             if h not in hosts:
                 hosts.append(h)
-    return {"switches": switches, "plans": {p["switch"]: p for p in plans}, "hosts": hosts}
-
-
-def batch_conflicts(plans: list) -> list:
-    """Switches of one batch that serve the same host on different planes: that host would lose both."""
-    seen = {}
-    errors = []
-    for p in plans:
-        for h in p["hosts"]:
-            other = seen.get(h)
-            if other is not None and other["plane"] != p["plane"]:
-                errors.append("%s and %s are in the same batch and both serve %s (planes %s and %s): maintain them "
-                              "in different batches (serial)" % (other["switch"], p["switch"], h, other["plane"], p["plane"]))
-            seen.setdefault(h, p)
-    return errors
+        served.extend(h for h in p["hosts"] if h not in served)
+    return {"switches": switches, "plans": {p["switch"]: p for p in plans}, "hosts": hosts, "served": served}

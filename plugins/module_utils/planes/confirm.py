@@ -13,6 +13,13 @@ sees our traffic natively on the plane again - which a drained plane never
 sends - or the peer's agent finds the plane answering its probes, which a
 drained plane never does. So a peer confirmed once keeps off the plane for as
 long as the drain lasts, with or without traffic to us.
+
+After an undrain it is the other way round (back=True): our echo arrives natively on
+the plane, and the peer forgets what the drain taught it - unless its own learning
+hold, after a change of its own, swallows that packet (two hosts behind one switch
+undrain at the same moment). Its answer then still comes back on another plane, and
+the echo goes again RESEND_MS later, past the hold, until the answer comes back on
+the plane: every peer is proven back on it for us.
 """
 
 from __future__ import annotations
@@ -66,13 +73,15 @@ def parse_reply(family, data, ancillary):
     return ident, seq, data[icmp.HEADER.size:], ifindex
 
 
-def confirm_peers(maps, index, timeout_ms, clock=time.monotonic):
-    """Echo requests on drained plane `index` to every peer with an address on it, again
-    every RESEND_MS to those whose answer has not come back on another plane, until all
-    have or timeout_ms is over.
+def confirm_peers(maps, index, timeout_ms, back=False, clock=time.monotonic):
+    """Echo requests on plane `index` to every peer with an address on it, again every
+    RESEND_MS to those whose answer has not come back where it should - on another plane
+    after a drain, on this one after an undrain (back) - until all have or timeout_ms is
+    over.
 
     Returns ({peer id: how it ended}, warnings): "confirmed", "answered on the plane"
-    (the peer still sends to us there), or "no answer".
+    (drained: the peer still sends to us there), "answered on another plane" (back: the
+    peer still keeps off it for us), or "no answer".
     """
     ifname = plane_ifname(maps, index)
     plane_ifindex = maps.planes.get(index).ifindex
@@ -116,7 +125,7 @@ def confirm_peers(maps, index, timeout_ms, clock=time.monotonic):
                     break
                 for fd, _events in poller.poll(max(1, int(left * 1000))):
                     family, s = by_fd[fd]
-                    _read(s, family, ident, tag, plane_ifindex, outcome)
+                    _read(s, family, ident, tag, plane_ifindex, outcome, back)
             if all(o == "confirmed" for o in outcome.values()) or clock() >= deadline:
                 return outcome, errors[:5]
     except OSError as e:
@@ -126,7 +135,7 @@ def confirm_peers(maps, index, timeout_ms, clock=time.monotonic):
             s.close()
 
 
-def _read(s, family, ident, tag, plane_ifindex, outcome) -> None:
+def _read(s, family, ident, tag, plane_ifindex, outcome, back=False) -> None:
     while True:
         try:
             data, ancillary, _flags, _addr = s.recvmsg(512, socket.CMSG_SPACE(32))
@@ -143,4 +152,8 @@ def _read(s, family, ident, tag, plane_ifindex, outcome) -> None:
         peer_id = PEER_ID.unpack_from(got_payload, len(tag))[0]
         if outcome.get(peer_id, "confirmed") == "confirmed":
             continue  # a duplicate, or settled already
-        outcome[peer_id] = "answered on the plane" if ifindex in (None, plane_ifindex) else "confirmed"
+        on_plane = ifindex == plane_ifindex  # an unknown NIC proves neither
+        if back:
+            outcome[peer_id] = "confirmed" if on_plane else "answered on another plane"
+        else:
+            outcome[peer_id] = "answered on the plane" if ifindex is None or on_plane else "confirmed"

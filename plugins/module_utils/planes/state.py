@@ -32,6 +32,10 @@ def plane_state(params, check_mode=False):
     if state != "query" and params.get("plane") in (None, ""):
         raise OptionError("plane: required when state=%s" % state)
     confirm_ms = _confirm_ms(params, state, peers)
+    forget = bool(params.get("forget_learned"))
+    if forget and (state != "active" or peers is not None):
+        raise OptionError("forget_learned: only with state=active for the whole plane (without peers)")
+    forgotten = []
     declared = normalize_planes(params["planes"]) if params.get("planes") else None
     state_dir = params.get("state_dir") or constants.STATE_DIR
     warnings = []
@@ -82,6 +86,9 @@ def plane_state(params, check_mode=False):
                 after[index].flags &= ~layout.PLANE_DRAINED
             changed = after[index].flags != before[index].flags if index is not None else False
             notified = held_routes = 0
+            if forget and not check_mode:
+                # Before the undrain's notification, so that it leaves natively to every peer.
+                forgotten = _forget_learned(maps, index)
             if changed and not check_mode:
                 # The routes of a drained plane (planes/drain_routes.py) go before an undrain and come
                 # after a drain, so at every moment our packets for a peer's address on the plane
@@ -102,7 +109,7 @@ def plane_state(params, check_mode=False):
                 if state == "drained":
                     held_routes = _drained_plane_routes(maps, after, index, state, warnings)
             if confirm_ms and not check_mode:
-                outcome, errors = confirm_peers(maps, index, confirm_ms)
+                outcome, errors = confirm_peers(maps, index, confirm_ms, back=state == "active")
                 warnings.extend(errors)
                 peer_name = record.peer_namer()
                 confirmations = {"confirmed": sorted(peer_name(p) for p, o in outcome.items() if o == "confirmed"),
@@ -115,6 +122,7 @@ def plane_state(params, check_mode=False):
             "notified": notified,
             "held_routes": held_routes,
             "changed_peers": changed_peers,
+            "forgotten": sorted(record.peer_namer()(p) for p in forgotten),
         }
         result.update(confirmations)
         result.update(report(maps, record, names, named, flags=[p.flags for p in after], states=planned,
@@ -124,6 +132,21 @@ def plane_state(params, check_mode=False):
             "after": dict({"planes": _flags_by_name(after, names)}, **diff_extra[1]),
         }
     return result, warnings
+
+
+def _forget_learned(maps, index) -> list:
+    """Clear the down bits this host learned on plane `index` from its peers' steering; the
+    peer ids whose bit went. Only after the plane was proven both ways to every peer: such a
+    bit is then an echo of an old drain (two hosts that undrain together each hold one about
+    the other, and each one's steered packets would keep teaching the other). A peer that
+    really keeps off the plane teaches it again with its next steered packet."""
+    bit, out = 1 << index, []
+    for peer_id in maps.peer_ids():
+        st = maps.state.get(peer_id)
+        if st is not None and st.learned_mask & bit:
+            maps.clear_down(peer_id, index)
+            out.append(peer_id)
+    return out
 
 
 def _confirm_ms(params, state, peers) -> int:
@@ -139,9 +162,9 @@ def _confirm_ms(params, state, peers) -> int:
         return 0
     if not MIN_TIMEOUT_MS <= value <= MAX_TIMEOUT_MS:
         raise OptionError("confirm_ms: must be 0 (no confirmation) or %d..%d, got %d" % (MIN_TIMEOUT_MS, MAX_TIMEOUT_MS, value))
-    if state != "drained" or peers is not None:
-        raise OptionError("confirm_ms: only with state=drained for the whole plane (without peers): it proves that "
-                          "the peers keep off a drained plane")
+    if state == "query" or peers is not None:
+        raise OptionError("confirm_ms: only with state=drained or active for the whole plane (without peers): it "
+                          "proves that the peers keep off a drained plane, or are back on an undrained one")
     if not params.get("notify_peers", True):
         raise OptionError("confirm_ms: confirming sends echo requests to the peers, which notify_peers=false forbids; "
                           "leave one of the two out")

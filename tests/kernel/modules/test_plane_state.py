@@ -226,9 +226,49 @@ def test_a_peer_that_keeps_to_the_plane_or_is_silent_is_not_confirmed(hosts, why
     ok(state(hosts, "a", state="active"))
 
 
+def test_a_confirmed_undrain_brings_back_a_peer_whose_hold_swallowed_the_notification(hosts):
+    """Two hosts behind one switch undrain at the same moment: host 2, which learned during the
+    drain that host 1 keeps off plane a, has just undrained too, and its learning hold (50 ms)
+    swallows host 1's notification; notified once, it would keep off the plane for host 1 for
+    good. The undrain's confirmation sends again, past the hold, until the answer comes back on
+    the plane. (Host 1's own hold after its undrain keeps it from learning host 2's answers that
+    still come back on plane b meanwhile.)"""
+    ok(state(hosts, "a", state="drained", confirm_ms=2000))
+    assert peer_state(hosts, 2)["learned_planes"] == [0]
+    hosts.maps(2).hold(at_ns=time.clock_gettime_ns(time.CLOCK_MONOTONIC) + 40_000_000)  # held for the next 90 ms
+    r = ok(state(hosts, "a", state="active", confirm_ms=2000))
+    assert r["changed"] and (r["confirmed"], r["unconfirmed"]) == (["h2"], [])
+    assert (peer_state(hosts, 2)["down_planes"], peer_state(hosts, 2)["learned_planes"]) == ([], [])
+    # Undrained already: confirmed back again, nothing changed.
+    r = ok(state(hosts, "a", state="active", confirm_ms=500))
+    assert not r["changed"] and r["confirmed"] == ["h2"]
+
+
+@pytest.mark.parametrize("forget", [False, True])
+def test_an_undrain_may_forget_what_the_drain_left_learned(hosts, forget):
+    """Host 1 holds a learned bit for host 2 on plane a, as a host behind the same switch does
+    after both drained: forget_learned clears it before the undrain's notification (which then
+    leaves natively), judged bits are not touched, and check mode changes nothing."""
+    ok(state(hosts, "a", state="drained"))
+    maps = hosts.maps(1)
+    st = maps.state.get(0)
+    st.down_mask, st.learned_mask = 0x1, 0x1
+    maps.state.put(0, st)
+    r = ok(state(hosts, "a", state="active", forget_learned=forget, check=True))
+    assert r["forgotten"] == [] and peer_state(hosts, 1)["learned_planes"] == [0]
+    r = ok(state(hosts, "a", state="active", forget_learned=forget))
+    assert r["changed"] and r["forgotten"] == (["h2"] if forget else [])
+    assert peer_state(hosts, 1)["learned_planes"] == ([] if forget else [0])
+    assert peer_state(hosts, 1)["down_planes"] == ([] if forget else [0])
+    if not forget:
+        maps.clear_down(0, 0)
+    r = state(hosts, "a", state="drained", forget_learned=True)
+    assert r.get("failed") and r["msg"].startswith("forget_learned: only with state=active for the whole plane"), r["msg"]
+
+
 def test_confirmation_options_are_checked_and_check_mode_sends_nothing(hosts):
-    for kw, message in ((dict(state="active"), "confirm_ms: only with state=drained for the whole plane"),
-                        (dict(state="drained", peers=["h2"]), "confirm_ms: only with state=drained for the whole plane"),
+    for kw, message in ((dict(state="query"), "confirm_ms: only with state=drained or active for the whole plane"),
+                        (dict(state="drained", peers=["h2"]), "confirm_ms: only with state=drained or active for the whole plane"),
                         (dict(state="drained", notify_peers=False), "confirm_ms: confirming sends echo requests"),
                         (dict(state="drained", confirm_ms=99), "confirm_ms: must be 0 (no confirmation) or 100..60000, got 99")):
         r = state(hosts, "a", **dict(dict(confirm_ms=1000), **kw))

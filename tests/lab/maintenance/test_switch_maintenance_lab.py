@@ -162,6 +162,37 @@ def test_a_host_failing_mid_batch_stops_later_batches(lab, clean, tmp_path):
     assert rc == 0, out[-4000:]
 
 
+def test_a_batch_of_two_tors_drains_both_racks_at_once(lab, clean, tmp_path):
+    # Every host step of the batch runs on the four hosts at once; each switch judges its own two.
+    rc, out, report = maintain(lab, 'switch_drain', 'tor-r1-a,tor-r2-a', tmp_path / 'drain', '-e', 'edgeft_serial=2')
+    try:
+        assert rc == 0, out[-4000:]
+        assert [(r['switch'], r['status'], r['lost_packets']) for r in report] == [('tor-r1-a', 'drained', 0),
+                                                                                   ('tor-r2-a', 'drained', 0)]
+        drained = datapath_state(lab)
+        assert all(drained[h]['planes'][0] & 0x2 for h in HOSTS)
+        assert not any(drained[h]['planes'][1] & 0x2 for h in HOSTS)
+        # The host steps ran as the hosts' own tasks, not as a loop delegated from the switch.
+        assert 'changed: [r1h1]' in out and 'changed: [r2h2]' in out and 'tor-r1-a -> r1h1' not in out, out[-4000:]
+    finally:
+        rc, out, report = maintain(lab, 'switch_undrain', 'tor-r1-a,tor-r2-a', tmp_path / 'undrain', '-e', 'edgeft_serial=2')
+    assert rc == 0, out[-4000:]
+    assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'done'), ('tor-r2-a', 'done')]
+
+
+@pytest.mark.parametrize('switches, extra, message', [
+    ('tor-r1-a,tor-r1-b', ['-e', 'edgeft_serial=2'],
+     'tor-r1-a and tor-r1-b are in the same batch and both serve r1h1 (planes a and b): maintain them in different batches'),
+    ('tor-r1-a', ['-e', 'edgeft_serial=0'], 'edgeft_serial: 0 switches per batch would maintain nothing'),
+    ('tor-r1-a', ['-e', 'edgeft_max_fail_percentage=150'], 'edgeft_max_fail_percentage: 150 is out of range (0 to 100)'),
+])
+def test_bad_batches_fail_before_any_host_changes(lab, clean, tmp_path, switches, extra, message):
+    rc, out, report = maintain(lab, 'rolling_maintenance', switches, tmp_path, *extra)
+    assert rc != 0
+    assert message in ' '.join(out.split()), out[-4000:]
+    assert report is None  # refused on the controller: no switch started
+
+
 def test_an_idle_peer_that_starts_sending_after_the_power_off_loses_nothing(lab, clean, tmp_path):
     """r2h1 and r2h2 exchange nothing with the hosts behind tor-r1-a through its drain; only once
     the switch is powered off do they start sending to r1h1's and r1h2's plane-a addresses, of

@@ -8,7 +8,7 @@ import pytest
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 
-from ansible_collections.edgeft.failover.plugins.module_utils.maintenance import guards, model, report, verify
+from ansible_collections.edgeft.failover.plugins.module_utils.maintenance import batches, guards, model, report, verify
 from repo import REPO
 
 LAB_INVENTORY = REPO / "inventories" / "lab" / "hosts.yml"
@@ -131,12 +131,12 @@ def test_a_single_homed_host_cannot_lose_its_switch(lab):
 
 def test_switches_of_one_batch_must_not_serve_a_host_twice(lab):
     plan = model.maintenance_plan("tor-r1-a,tor-r1-b,tor-r2-a", lab)
-    conflicts = model.batch_conflicts([plan["plans"][s] for s in plan["switches"]])
+    conflicts = batches.shared_hosts([plan["plans"][s] for s in plan["switches"]])
     assert conflicts == [
         "tor-r1-a and tor-r1-b are in the same batch and both serve r1h1 (planes a and b): maintain them in different batches (serial)",
         "tor-r1-a and tor-r1-b are in the same batch and both serve r1h2 (planes a and b): maintain them in different batches (serial)",
     ]
-    assert model.batch_conflicts([plan["plans"]["tor-r1-a"], plan["plans"]["tor-r2-a"]]) == []
+    assert batches.shared_hosts([plan["plans"]["tor-r1-a"], plan["plans"]["tor-r2-a"]]) == []
 
 
 # ---------------------------------------------------------------- reports
