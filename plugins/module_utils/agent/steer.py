@@ -64,13 +64,8 @@ class Steering:
 
     def forget_learned(self, peer_id: int, plane: int) -> bool:
         """Clear a down bit the data path learned (never one we judged); True if it did."""
-        bit = 1 << plane
         with pin_dir_lock(self.pin_root):
-            st = self.maps.state.get(peer_id)
-            if st is None or not st.learned_mask & bit:
-                return False
-            self.maps.clear_down(peer_id, plane)
-            return True
+            return self.maps.forget_learned(peer_id, plane)
 
     def set_plane_up(self, plane: int, up: bool) -> bool:
         """Set or clear a configured plane's UP flag, keeping DRAINED; True if it changed."""

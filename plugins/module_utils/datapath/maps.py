@@ -212,7 +212,18 @@ class DatapathMaps:
 
     def clear_down(self, peer_id: int, plane: int) -> None:
         """Fail back: the peer's traffic may use plane again (judged or learned)."""
-        st = self._state(peer_id)
+        self._clear_down(self._state(peer_id), peer_id, plane)
+
+    def forget_learned(self, peer_id: int, plane: int) -> bool:
+        """clear_down only where the down bit was learned from the peer's steering (never one
+        the control plane judged); True if it was. The caller holds the pin directory lock."""
+        st = self.state.get(peer_id)
+        if st is None or not st.learned_mask & (1 << plane):
+            return False
+        self._clear_down(st, peer_id, plane)
+        return True
+
+    def _clear_down(self, st, peer_id: int, plane: int) -> None:
         st.down_mask &= ~(1 << plane)
         st.learned_mask &= ~(1 << plane)
         if not st.down_mask:  # nothing left to avoid: report the plane that came back

@@ -140,13 +140,7 @@ def _forget_learned(maps, index) -> list:
     bit is then an echo of an old drain (two hosts that undrain together each hold one about
     the other, and each one's steered packets would keep teaching the other). A peer that
     really keeps off the plane teaches it again with its next steered packet."""
-    bit, out = 1 << index, []
-    for peer_id in maps.peer_ids():
-        st = maps.state.get(peer_id)
-        if st is not None and st.learned_mask & bit:
-            maps.clear_down(peer_id, index)
-            out.append(peer_id)
-    return out
+    return [peer_id for peer_id in maps.peer_ids() if maps.forget_learned(peer_id, index)]
 
 
 def _confirm_ms(params, state, peers) -> int:
