@@ -9,7 +9,11 @@ A function each, so that every module gets dicts of its own.
 
 from __future__ import annotations
 
+import re
+
 from ansible_collections.edgeft.failover.plugins.module_utils import constants
+
+_PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
 
 
 def pin_root() -> dict:
@@ -50,3 +54,23 @@ def int_in_range(value, where, low, high, error) -> int:
     if not low <= value <= high:
         raise error("%s: %d is out of range (%d to %d)" % (where, value, low, high))
     return value
+
+
+def batch_size(value, where, error, members, whole, verb, example):
+    """One batch size as a play's `serial` takes it: a count of `members` (at least 1), returned
+    as an int, or a percentage of `whole` as 'N%' (1 to 100), returned as that text; else
+    `error` naming the option `where`, e.g. members ('host', 'hosts'), whole 'the fabric', verb
+    'deploy', example '25%'."""
+    match = _PERCENT.match(value) if isinstance(value, str) else None
+    if match:
+        percent = int(match.group(1))
+        if not 0 < percent <= 100:
+            raise error("%s: %s is not a percentage of %s from 1%% to 100%%" % (where, value, whole))
+        return "%d%%" % percent
+    if isinstance(value, str) and not value.strip().isdigit():
+        raise error("%s: %r is neither a %s count nor a percentage such as %r" % (where, value, members[0], example))
+    count = int_in_range(value, where, 0, 1 << 31, error)
+    if count == 0:
+        raise error("%s: 0 %s per batch would %s nothing; give at least 1, or a percentage such as %r"
+                    % (where, members[1], verb, example))
+    return count

@@ -10,13 +10,10 @@ imports; every error names the variable at fault.
 
 from __future__ import annotations
 
-import re
-
 from ansible_collections.edgeft.failover.plugins.module_utils.errors import EdgeftError
-from ansible_collections.edgeft.failover.plugins.module_utils.module_options import int_in_range
+from ansible_collections.edgeft.failover.plugins.module_utils.module_options import batch_size, int_in_range
 
 MAX_GATE_TIMEOUT_S = 3600
-_PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
@@ -35,19 +32,7 @@ def _bool(value, name) -> bool:
 
 def _batch(value):
     """A batch size as Ansible's serial takes it: a host count, or a percentage as 'N%'."""
-    name = "edgeft_rollout_batch"
-    match = _PERCENT.match(value) if isinstance(value, str) else None
-    if match:
-        percent = int(match.group(1))
-        if not 0 < percent <= 100:
-            raise RolloutError("%s: %s is not a percentage of the fabric from 1%% to 100%%" % (name, value))
-        return "%d%%" % percent
-    if isinstance(value, str) and not value.strip().isdigit():
-        raise RolloutError("%s: %r is neither a host count nor a percentage such as '25%%'" % (name, value))
-    count = int_in_range(value, name, 0, 1 << 31, RolloutError)
-    if count == 0:
-        raise RolloutError("%s: 0 hosts per batch would deploy nothing; give at least 1, or a percentage such as '25%%'" % name)
-    return count
+    return batch_size(value, "edgeft_rollout_batch", RolloutError, ("host", "hosts"), "the fabric", "deploy", "25%")
 
 
 def settings(values: dict) -> dict:

@@ -12,28 +12,14 @@ the switches such as '50%', or a list of them, the last repeated.
 
 from __future__ import annotations
 
-import re
-
 from ansible_collections.edgeft.failover.plugins.module_utils.maintenance.model import MaintenanceError
-from ansible_collections.edgeft.failover.plugins.module_utils.module_options import int_in_range
-
-_PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
+from ansible_collections.edgeft.failover.plugins.module_utils.module_options import batch_size, int_in_range
 
 
 def _size(value, total: int, name: str) -> int:
     """One batch size: a count, or a percentage of `total` rounded down, at least 1."""
-    match = _PERCENT.match(value) if isinstance(value, str) else None
-    if match:
-        percent = int(match.group(1))
-        if not 0 < percent <= 100:
-            raise MaintenanceError("%s: %s is not a percentage of the switches from 1%% to 100%%" % (name, value))
-        return max(1, total * percent // 100)
-    if isinstance(value, str) and not value.strip().isdigit():
-        raise MaintenanceError("%s: %r is neither a switch count nor a percentage such as '50%%'" % (name, value))
-    count = int_in_range(value, name, 0, 1 << 31, MaintenanceError)
-    if count == 0:
-        raise MaintenanceError("%s: 0 switches per batch would maintain nothing; give at least 1" % name)
-    return count
+    size = batch_size(value, name, MaintenanceError, ("switch", "switches"), "the switches", "maintain", "50%")
+    return max(1, total * int(size[:-1]) // 100) if isinstance(size, str) else size
 
 
 def batch_sizes(serial, total: int, name: str = "edgeft_serial") -> list:
