@@ -85,7 +85,7 @@ def synthetic_agent(peers, failed=0, metrics_peers=config.DEFAULTS["metrics_peer
         cfg=SimpleNamespace(metrics_peers=metrics_peers), clock=lambda: now, started=now - 60 * 1000 * MS,
         maps=InMemoryMaps(maps_view, now), steer=SimpleNamespace(plane=lambda _i: SimpleNamespace(flags=layout.PLANE_UP)),
         planes=planes, peers=maps_view, paths=paths, peer_names={pid: "host%04d" % pid for pid in maps_view},
-        active=set(), totals={"failovers": failed, "failbacks": 0}, loop_lag_max_ns=0, retired={}, tcp=None)
+        active=set(), totals={"failovers": failed, "failbacks": 0}, loop_lag_max_ns=0, retired={}, tcp=None, wakes=None)
 
 
 def measure(agent, repeat):

@@ -33,6 +33,22 @@
 #else
 #define EDGEFT_MAP(type, key, val, name, max) BPF_TABLE(EDGEFT_BCC_##type, key, val, name, max)
 #endif
+/* A ring buffer as bcc's BPF_RINGBUF_OUTPUT declares one (bytes, not pages),
+ * pinned like the tables when EDGEFT_PIN_DIR is set: bcc strips the ":path"
+ * from the section before it reads the map type. */
+#define EDGEFT_RINGBUF_TABLE(name, bytes, where) \
+	struct name##_table_t { \
+		int key; \
+		u32 leaf; \
+		int (*ringbuf_output)(void *, u64, u64); \
+		u32 max_entries; \
+	}; \
+	__attribute__((section(where))) struct name##_table_t name = { .max_entries = (bytes) }
+#ifdef EDGEFT_PIN_DIR
+#define EDGEFT_RINGBUF(name, bytes) EDGEFT_RINGBUF_TABLE(name, bytes, "maps/ringbuf:" EDGEFT_PIN_DIR "/" #name)
+#else
+#define EDGEFT_RINGBUF(name, bytes) EDGEFT_RINGBUF_TABLE(name, bytes, "maps/ringbuf")
+#endif
 
 #else /* clang -target bpf, loaded by libbpf */
 #include <linux/bpf.h>
@@ -51,6 +67,11 @@
 		__type(key, key_type); \
 		__type(value, value_type); \
 		__uint(max_entries, max); \
+	} name SEC(".maps")
+#define EDGEFT_RINGBUF(name, bytes) \
+	struct { \
+		__uint(type, BPF_MAP_TYPE_RINGBUF); \
+		__uint(max_entries, bytes); \
 	} name SEC(".maps")
 #endif
 

@@ -153,6 +153,26 @@ struct edgeft_xlat_counters {
  * plane, before any steering). With last rx it tells the agent which peers are
  * talking, so it probes those every interval and idle ones rarely. */
 
+/* edgeft_wake_v1 (ring buffer) record: a peer's first packet on a plane, either
+ * way, after at least EDGEFT_WAKE_IDLE_NS without one there (a slot's first
+ * stamp too). The agent, which probes idle peers rarely, starts probing the
+ * peer's paths at the full rate on it: traffic that resumes is protected from
+ * its first packet, not from the agent's next look at the stamps. A full ring
+ * loses records, never packets; the agent's scan of the stamps still sees the
+ * traffic. */
+#ifndef EDGEFT_WAKE_IDLE_NS
+#define EDGEFT_WAKE_IDLE_NS 1000000000
+#endif
+#define EDGEFT_WAKE_RING_BYTES 65536
+#define EDGEFT_WAKE_TX 0 /* egress: this host sent to the peer */
+#define EDGEFT_WAKE_RX 1 /* ingress: the peer sent to this host */
+struct edgeft_wake {
+	__u32 peer_id;
+	__u8 plane; /* the NIC's plane that saw the packet */
+	__u8 dir;   /* EDGEFT_WAKE_TX or EDGEFT_WAKE_RX */
+	__u8 pad[2];
+};
+
 /*
  * Probes: the agent's per-plane path checks (docs/agent.md). A probe is UDP
  * to or from EDGEFT_PROBE_PORT, without IP options, fragments or extension
@@ -258,6 +278,7 @@ EDGEFT_MAP(HASH, struct edgeft_addr, struct edgeft_xlat, edgeft_xlat_v1,
 	   EDGEFT_MAX_ADDRS);
 EDGEFT_MAP(PERCPU_ARRAY, __u32, struct edgeft_xlat_counters, edgeft_xctr_v1,
 	   EDGEFT_PLANE_SLOTS);
+EDGEFT_RINGBUF(edgeft_wake_v1, EDGEFT_WAKE_RING_BYTES);
 #endif /* EDGEFT_MAP */
 
 #endif /* EDGEFT_MAPS_H */

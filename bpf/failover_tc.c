@@ -69,6 +69,34 @@ static __always_inline struct edgeft_xlat_counters *edgeft_xctr_v1_find(__u32 *k
 }
 #endif /* BPF_TABLE */
 
+/* Tell the agent that traffic with a peer resumed (edgeft_wake_v1). */
+static __always_inline void edgeft_wake(__u32 id, __u8 dir)
+{
+	struct edgeft_wake w = { .peer_id = id, .plane = EDGEFT_PLANE, .dir = dir };
+
+#ifdef BPF_TABLE
+	edgeft_wake_v1.ringbuf_output(&w, sizeof(w), 0);
+#else
+	bpf_ringbuf_output(&edgeft_wake_v1, &w, sizeof(w), 0);
+#endif
+}
+
+/* Stamp a peer's slot of edgeft_seen_v1 or edgeft_sent_v1 (at most every
+ * EDGEFT_SEEN_RES_NS) and wake the agent when the slot was idle. */
+static __always_inline void edgeft_stamp(__u64 *slot, __u64 now, __u32 id, __u8 dir)
+{
+	__u64 last;
+
+	if (!slot)
+		return;
+	last = *slot;
+	if (now - last < EDGEFT_SEEN_RES_NS)
+		return;
+	*slot = now; /* a race between CPUs costs one record more, never one less */
+	if (now - last >= EDGEFT_WAKE_IDLE_NS)
+		edgeft_wake(id, dir);
+}
+
 #ifndef EDGEFT_PLANE
 #error "define EDGEFT_PLANE, the plane index of the NIC this build attaches to"
 #endif
@@ -289,10 +317,7 @@ EDGEFT_PROG int edgeft_egress(struct __sk_buff *skb)
 	if (id < EDGEFT_MAX_PEERS) {
 		__u64 now = bpf_ktime_get_ns();
 		__u32 slot = id * EDGEFT_PLANE_SLOTS + EDGEFT_PLANE;
-		__u64 *sent = EDGEFT_LOOKUP(edgeft_sent_v1, &slot);
-
-		if (sent && now - *sent >= EDGEFT_SEEN_RES_NS)
-			*sent = now;
+		edgeft_stamp(EDGEFT_LOOKUP(edgeft_sent_v1, &slot), now, id, EDGEFT_WAKE_TX);
 	}
 
 	__u32 me = EDGEFT_PLANE;
@@ -500,9 +525,7 @@ EDGEFT_PROG int edgeft_ingress(struct __sk_buff *skb)
 
 	__u64 now = bpf_ktime_get_ns();
 	__u32 slot = id * EDGEFT_PLANE_SLOTS + EDGEFT_PLANE;
-	__u64 *seen = EDGEFT_LOOKUP(edgeft_seen_v1, &slot);
-	if (seen && now - *seen >= EDGEFT_SEEN_RES_NS)
-		*seen = now;
+	edgeft_stamp(EDGEFT_LOOKUP(edgeft_seen_v1, &slot), now, id, EDGEFT_WAKE_RX);
 
 	struct edgeft_counters *c = EDGEFT_LOOKUP(edgeft_ctrs_v1, &me);
 	if (c) {

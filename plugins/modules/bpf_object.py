@@ -40,7 +40,7 @@ options:
   defines:
     description:
       - The data path's build-time tunables (C(EDGEFT_MAX_PEERS), C(EDGEFT_MAX_ADDRS),
-        C(EDGEFT_MAX_PLANES), C(EDGEFT_SEEN_RES_NS), C(EDGEFT_LEARN_HOLD_NS)); part of the digest.
+        C(EDGEFT_MAX_PLANES), C(EDGEFT_SEEN_RES_NS), C(EDGEFT_LEARN_HOLD_NS), C(EDGEFT_WAKE_IDLE_NS)); part of the digest.
       - Other names are refused.
     type: dict
     default: {}

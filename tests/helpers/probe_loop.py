@@ -45,6 +45,7 @@ class ProbeLoop:
     def __init__(self, active=True, silent=lambda now: False, **settings):
         self.cfg = Config(dict({"planes": PLANES}, **settings))
         self.active = {PEER} if active else set()
+        self.idle_step_ns = self.cfg.idle_interval_ns  # one idle path: the budget does not space it further
         self.now = 0
         self.wheel = TimerWheel(0)
         self.session = 1

@@ -9,8 +9,9 @@ metrics/status requests.
 
 Probing costs scale with the peers a host talks to, not with the fabric:
 paths to peers with traffic in the last active_window_ms are probed every
-interval_ms, the others every idle_interval_ms (and at the full rate again
-as soon as one probe goes unanswered or traffic starts). A path with traffic
+interval_ms, the others within a budget of idle_probes_per_s for them all
+(and at the full rate again as soon as one probe goes unanswered or traffic
+starts: the data path's wake records, resume.py). A path with traffic
 whose probe is not answered within confirm_interval_ms is judged missed then,
 and probed every confirm_interval_ms until it answers or is judged down: a
 failure is confirmed without a higher steady rate.
@@ -37,7 +38,7 @@ import time
 
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import exposition, metrics, netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.cadence import Cadence
-from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_SCAN_MS
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_RESCAN_MS, ACTIVITY_SCAN_MS
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.endpoint import Endpoint
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.judge import Dampening, Judge
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.names import PeerNames
@@ -79,8 +80,9 @@ class PlaneState:
 
 
 class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
-    """The agent; when it probes, its plane judgement, its routes and its TCP alarms are in
-    cadence.py, planewatch.py, routekeeper.py and tcp.py."""
+    """The agent; when it probes (with the data path's wake records, resume.py), its plane
+    judgement, its routes and its TCP alarms are in cadence.py, planewatch.py, routekeeper.py
+    and tcp.py."""
 
     def __init__(self, cfg, maps, planes, log, clock=time.monotonic_ns):
         self.cfg = cfg
@@ -99,6 +101,7 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
         self.peer_names = {}
         self.peers = {}  # id -> get_peer() as of the last resync
         self.active = set()  # peer ids with traffic (either way) within the active window
+        self.idle_step_ns = cfg.idle_interval_ns  # between two probes of a path without traffic (cadence.py)
         self.paths = {}  # (peer id, plane) -> Path
         self.by_address = {}  # (plane, family, address) -> Path
         self.planes = {}
@@ -113,6 +116,7 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
         self.route_want = {}  # routes.desired() as of the last sync
         self.routes_due = True  # the first resync installs them whatever the peers
         self.tcp = None  # TcpSignal, from start()
+        self.wakes = None  # WakeRecords, from start()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
     # ------------------------------------------------------------- helpers
@@ -160,6 +164,7 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
                               spec["name"], spec["interface"], self.cfg.hold_down_ms)
         self.keep_local_addresses()  # as the NICs are now (a restart keeps or removes the last agent's)
         self.resync(now)
+        self.open_wakes()  # before the first scan: traffic that resumes between the two is not missed
         self._scan_activity(now)
         self.open_tcp()
         if self.cfg.metrics_listen:
@@ -167,7 +172,8 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
         now = self.clock()
         self.wheel.schedule(now + self.cfg.interval_ns, self._tick_planes)
         self.wheel.schedule(now + self.cfg.resync_ms * 1000000, self._tick_resync)
-        self.wheel.schedule(now + ACTIVITY_SCAN_MS * 1000000, self._tick_activity)
+        self.wheel.schedule(now + (ACTIVITY_RESCAN_MS if self.wakes.open else ACTIVITY_SCAN_MS) * 1000000,
+                            self._tick_activity)
         self.log.info("started: %d plane(s), %d peer(s), %d path(s); %s", len(self.planes), len(self.peers),
                       len(self.paths), self.cfg.summary())
 
@@ -321,6 +327,8 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
         self.prober.close()
         if self.tcp is not None:
             self.tcp.close()
+        if self.wakes is not None:
+            self.wakes.close()
         for state in self.planes.values():
             if state.first_hop is not None:
                 state.first_hop.close(self._unwatch)

@@ -2,8 +2,12 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """When each path is probed (a mixin of agent.Agent): the cadence of docs/agent.md.
 
-Paths to peers with traffic (the data path's stamps, scanned every ACTIVITY_SCAN_MS) are probed
-every interval_ms, the others every idle_interval_ms. A probe of a path with traffic that is not
+Paths to peers with traffic are probed every interval_ms. The others are probed at most
+idle_probes_per_s times a second all together, and each at most every idle_interval_ms: idle
+peers cost the same whatever the fabric's size. Which peers have traffic: the data path's stamps,
+scanned every ACTIVITY_SCAN_MS, and its wake records (resume.py), which put a peer whose traffic
+resumes at the full rate at once; with those the scan, every ACTIVITY_RESCAN_MS, only finds the
+peers that went idle. A probe of a path with traffic that is not
 answered within confirm_interval_ms is judged missed then, and the path is probed every
 confirm_interval_ms until it answers or is judged down: detection is at most one interval plus
 multiplier confirmation steps, without a higher steady rate. A suspect path (down, or missing
@@ -12,12 +16,16 @@ probes) is probed at the full rate whatever its traffic.
 
 from __future__ import annotations
 
-from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_SCAN_MS
+import selectors
+
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_RESCAN_MS, ACTIVITY_SCAN_MS
+from ansible_collections.edgeft.failover.plugins.module_utils.agent.resume import WakeRecords
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import DatapathError
 
 
 class Cadence:
-    """Scheduling of the probes; the Agent provides cfg, wheel, paths, active, prober, maps."""
+    """Scheduling of the probes; the Agent provides cfg, wheel, paths, active, prober, maps,
+    selector."""
 
     def _probe(self, path, now) -> None:
         path.check(now)
@@ -62,7 +70,7 @@ class Cadence:
             return self.cfg.interval_ns
         if path.suspect:
             return self.cfg.interval_ns
-        return self.cfg.idle_interval_ns
+        return self.idle_step_ns
 
     def _scan_activity(self, now) -> None:
         """Which peers had traffic lately (the data path's last rx/tx stamps); a peer
@@ -72,18 +80,39 @@ class Cadence:
         active = {pid for pid, t in latest.items() if t and stamp - t <= self.cfg.active_window_ns}
         woken = active - self.active
         self.active = active
-        for path in self.paths.values():
-            if path.peer_id not in woken or path.timer is None:
-                continue
-            # Not before one interval after the last probe left: it must have had its chance.
-            at = max(now, path.sent_ns + self.cfg.interval_ns)
-            if path.timer.deadline > at:
-                path.timer.cancel()
-                path.timer = self.wheel.schedule(at, lambda t, p=path: self._probe(p, t))
+        idle_paths = sum(1 for key in self.paths if key[0] not in active)
+        self.idle_step_ns = max(self.cfg.idle_interval_ns, idle_paths * 1000000000 // self.cfg.idle_probes_per_s)
+        self.wake_peers(woken, now)
+
+    def wake_peers(self, peer_ids, now) -> None:
+        """Peers that just got traffic: their paths' next probes at once, at the full rate."""
+        for peer_id in peer_ids:
+            for path in self.peer_paths(peer_id):
+                if path.timer is None:
+                    continue
+                # Not before one interval after the last probe left: it must have had its chance.
+                at = max(now, path.sent_ns + self.cfg.interval_ns)
+                if path.timer.deadline > at:
+                    path.timer.cancel()
+                    path.timer = self.wheel.schedule(at, lambda t, p=path: self._probe(p, t))
+
+    def open_wakes(self) -> None:
+        """Read the data path's wake records in the loop, when it has them (resume.py)."""
+        self.wakes = WakeRecords(self.maps, self.log)
+        if self.wakes.open:
+            self.selector.register(self.wakes.fileno(), selectors.EVENT_READ, self._on_wakes)
+
+    def _on_wakes(self, _fd) -> None:
+        """Peers whose traffic resumed: with traffic from now on, their paths probed at once."""
+        resumed = {peer_id for peer_id in self.wakes.read() if peer_id in self.peers} - self.active
+        if resumed:
+            self.active |= resumed
+            self.wake_peers(resumed, self.clock())
 
     def _tick_activity(self, now) -> None:
         try:
             self._scan_activity(now)
         except (OSError, DatapathError) as e:
             self.log.warning("reading the peers' traffic stamps failed: %s", e)
-        self.wheel.schedule(now + ACTIVITY_SCAN_MS * 1000000, self._tick_activity)
+        every_ms = ACTIVITY_RESCAN_MS if self.wakes is not None and self.wakes.open else ACTIVITY_SCAN_MS
+        self.wheel.schedule(now + every_ms * 1000000, self._tick_activity)

@@ -79,7 +79,7 @@ def resolve_planes(cfg, log) -> list:
 
 
 def open_maps(cfg) -> DatapathMaps:
-    missing = [m.name for m in layout.MAPS if not os.path.exists(os.path.join(cfg.pin_root, m.name))]
+    missing = [m.name for m in layout.REQUIRED_MAPS if not os.path.exists(os.path.join(cfg.pin_root, m.name))]
     if missing:
         raise ConfigError("pin_root: %s has no pinned edgeft maps (%s missing): attach the data path first "
                           "(role edgeft.failover.ebpf_failover)" % (cfg.pin_root, missing[0]))

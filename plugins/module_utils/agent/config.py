@@ -24,6 +24,7 @@ DEFAULTS = {
     "peers": None,
     "interval_ms": 10,
     "idle_interval_ms": 1000,
+    "idle_probes_per_s": 20,
     "active_window_ms": 2000,
     "multiplier": 3,
     "confirm_interval_ms": 2,
@@ -68,8 +69,11 @@ TCP_DEFAULTS = {
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
-# How often the agent reads which peers had traffic (two batch map reads).
+# How often the agent reads which peers had traffic (two batch map reads); with the data path's
+# wake records (agent/resume.py), which bring the peers whose traffic resumes at once, the read
+# only has to find the peers that went idle.
 ACTIVITY_SCAN_MS = 100
+ACTIVITY_RESCAN_MS = 1000
 
 
 class ConfigError(EdgeftError, ValueError):
@@ -95,6 +99,7 @@ def load(path, overrides=None) -> "Config":
 MAXIMUM = {
     "interval_ms": 60000,
     "idle_interval_ms": 3600000,
+    "idle_probes_per_s": 100000,
     "active_window_ms": 3600000,
     "multiplier": 100,
     "confirm_interval_ms": 59999,
@@ -275,6 +280,7 @@ class Config:
         if self.idle_interval_ms < self.interval_ms:
             raise ConfigError("idle_interval_ms: %d ms is shorter than interval_ms (%d ms): peers without traffic are "
                               "probed less often, not more" % (self.idle_interval_ms, self.interval_ms))
+        self.idle_probes_per_s = _int(d, "idle_probes_per_s", 1)
         self.active_window_ms = _int(d, "active_window_ms")
         if self.active_window_ms < ACTIVITY_SCAN_MS:
             raise ConfigError("active_window_ms: must be at least %d ms (how often traffic is looked at), got %d"
@@ -357,8 +363,9 @@ class Config:
         return self.multiplier * self.confirm_step_ms
 
     def summary(self) -> str:
-        return ("probes every %d ms to peers with traffic in the last %d ms (else every %d ms), down after %d missed, "
-                "each due back within %d ms (down %d-%d ms after a failure), hold-down %d ms, dampening %s" % (
-                    self.interval_ms, self.active_window_ms, self.idle_interval_ms, self.multiplier,
+        return ("probes every %d ms to peers with traffic in the last %d ms (else at most every %d ms and %d a second "
+                "in all), down after %d missed, each due back within %d ms (down %d-%d ms after a failure), hold-down "
+                "%d ms, dampening %s" % (
+                    self.interval_ms, self.active_window_ms, self.idle_interval_ms, self.idle_probes_per_s, self.multiplier,
                     self.confirm_step_ms, self.detection_ms, self.detection_ms + self.interval_ms,
                     self.hold_down_ms, "on" if self.dampening["enabled"] else "off"))

@@ -61,6 +61,11 @@ def _agent(fam, agent, now, shown):
     fam("edgeft_agent_peers_shown", "gauge", "Peers with series of their own (all, or the abnormal ones up to metrics_peers)").add(len(shown))
     fam("edgeft_agent_peers_with_traffic", "gauge", "Peers with traffic in the active window (probed every interval)").add(len(agent.active))
     fam("edgeft_agent_loop_lag_max_seconds", "gauge", "Longest delay of a timer behind its deadline").add(agent.loop_lag_max_ns / 1e9)
+    if agent.wakes is not None:
+        fam("edgeft_agent_wake_records_open", "gauge",
+            "The data path's wake records are read (0: traffic stamps scanned instead; status says why)").add(agent.wakes.open)
+        fam("edgeft_agent_wake_records_total", "counter",
+            "Wake records read: traffic with an idle peer resumed, its paths probed at once").add(agent.wakes.read_total)
     if agent.tcp is not None and agent.tcp.cfg["enabled"]:
         _tcp(fam, agent.tcp)
 

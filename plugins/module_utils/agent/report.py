@@ -81,6 +81,7 @@ def status(agent) -> dict:
                   "backup_route_errors": agent.route_errors[:3]},
         "totals": dict(agent.totals),
         "tcp": agent.tcp.status() if agent.tcp is not None else None,
+        "wake_records": agent.wakes.status() if agent.wakes is not None else None,
         "planes": planes,
         "peers": peers,
         "events": list(agent.events),

@@ -108,7 +108,10 @@ class MapHandle:
             cur = nxt
 
     def clear(self) -> None:
-        """Hash maps: delete every entry; arrays: zero every slot."""
+        """Hash maps: delete every entry; arrays: zero every slot; a ring buffer has no entries
+        (its reader consumes its records)."""
+        if self.spec.map_type == layout.MAP_RINGBUF:
+            return
         if self.spec.map_type == layout.MAP_HASH:
             for k in self.keys():
                 self.delete(k)

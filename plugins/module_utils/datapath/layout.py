@@ -24,6 +24,9 @@ PEER_NO_LEARN = 0x1
 XLAT_LOCAL = 0x1
 TCP_RTO = 1
 TCP_RETRANS = 2
+WAKE_RING_BYTES = 65536
+WAKE_TX = 0
+WAKE_RX = 1
 # edgeft_tcpctr's slots, in order (EDGEFT_TCP_CTR_*).
 TCP_COUNTERS = ("tuned", "tune_failed", "rto", "retrans", "events", "events_lost", "last_error")
 
@@ -40,6 +43,9 @@ CONSTANTS = {
     "EDGEFT_TCP_RTO": TCP_RTO,
     "EDGEFT_TCP_RETRANS": TCP_RETRANS,
     "EDGEFT_TCP_COUNTERS": len(TCP_COUNTERS),
+    "EDGEFT_WAKE_RING_BYTES": WAKE_RING_BYTES,
+    "EDGEFT_WAKE_TX": WAKE_TX,
+    "EDGEFT_WAKE_RX": WAKE_RX,
     **{"EDGEFT_TCP_CTR_%s" % name.upper(): i for i, name in enumerate(TCP_COUNTERS)},
 }
 
@@ -50,6 +56,7 @@ TUNABLES = {
     "EDGEFT_MAX_ADDRS": 32768,
     "EDGEFT_SEEN_RES_NS": 100000,
     "EDGEFT_LEARN_HOLD_NS": 50000000,
+    "EDGEFT_WAKE_IDLE_NS": 1000000000,
 }
 
 # enum bpf_map_type values used here
@@ -159,7 +166,23 @@ class TcpEvent(ctypes.Structure):
     ]
 
 
-STRUCTS = (Addr, PeerRef, PeerState, Plane, Counters, FoKey, Xlat, XlatCounters, TcpConfig, TcpEvent)
+class Wake(ctypes.Structure):
+    """edgeft_wake_v1 record: traffic with a peer resumed on a plane (WAKE_TX or WAKE_RX)."""
+
+    c_name = "edgeft_wake"
+    _fields_ = [
+        ("peer_id", ctypes.c_uint32),
+        ("plane", ctypes.c_uint8),
+        ("dir", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8 * 2),
+    ]
+
+
+# A ring buffer map has neither key nor value (the kernel reports sizes 0); its records are
+# their own type (Wake).
+NOTHING = ctypes.c_uint8 * 0
+
+STRUCTS = (Addr, PeerRef, PeerState, Plane, Counters, FoKey, Xlat, XlatCounters, TcpConfig, TcpEvent, Wake)
 
 MapSpec = namedtuple("MapSpec", "name map_type key value max_entries")
 """max_entries(tunables dict) -> int, the same expression as the header's."""
@@ -186,8 +209,14 @@ MAPS = (
     MapSpec("edgeft_fo_v1", MAP_HASH, FoKey, Addr, lambda t: t["EDGEFT_MAX_ADDRS"]),
     MapSpec("edgeft_xlat_v1", MAP_HASH, Addr, Xlat, lambda t: t["EDGEFT_MAX_ADDRS"]),
     MapSpec("edgeft_xctr_v1", MAP_PERCPU_ARRAY, ctypes.c_uint32, XlatCounters, lambda t: PLANE_SLOTS),
+    MapSpec("edgeft_wake_v1", MAP_RINGBUF, NOTHING, NOTHING, lambda t: WAKE_RING_BYTES),
 )
 MAPS_BY_NAME = {m.name: m for m in MAPS}
+# Maps a data path loaded by an earlier edgeft does not have: every load pins them, and a reader
+# of the maps (the agent, the modules) opens them when they are pinned and does without them
+# until the programs are replaced, so a rolling upgrade never finds a host it cannot read.
+ADDED_MAPS = frozenset(("edgeft_wake_v1",))
+REQUIRED_MAPS = tuple(m for m in MAPS if m.name not in ADDED_MAPS)
 
 # The sock_ops program's own maps (bpf/tcp_peers.c): created with it, never pinned. Its object
 # also holds every map above, which the loader points at the host's pins (edgeft_peers_v1 is

@@ -41,13 +41,19 @@ class DatapathMaps:
         self.failover = handles["edgeft_fo_v1"]
         self.xlat = handles["edgeft_xlat_v1"]
         self.xlat_counters = handles["edgeft_xctr_v1"]
+        # A ring buffer (read with ringbuf.RingBuffer(self.wake.fd)); None on a data path loaded by
+        # an edgeft without it.
+        self.wake = handles.get("edgeft_wake_v1")
 
     @classmethod
     def from_fds(cls, fds: dict, owned: bool = False) -> "DatapathMaps":
-        """fds: map name -> fd; every layout map must be present and match."""
+        """fds: map name -> fd; every layout map must be present (layout.ADDED_MAPS may be
+        missing) and match."""
         handles = {}
         for spec in layout.MAPS:
             if spec.name not in fds:
+                if spec.name in layout.ADDED_MAPS:
+                    continue
                 raise DatapathError("map %s missing" % spec.name)
             check_map(fds[spec.name], spec)
             handles[spec.name] = MapHandle(spec, fds[spec.name], owned)
@@ -61,6 +67,8 @@ class DatapathMaps:
             for spec in layout.MAPS:
                 path = os.path.join(pin_dir, spec.name)
                 if not os.path.exists(path):
+                    if spec.name in layout.ADDED_MAPS:
+                        continue  # loaded by an earlier edgeft
                     raise DatapathError("%s is not pinned: load the edgeft programs with pin root %s first" % (path, pin_dir))
                 fds[spec.name] = bpfsys.obj_get(path)
             return cls.from_fds(fds, owned=True)

@@ -17,8 +17,9 @@ ATTACH_HINT = "attach the programs first with edgeft.failover.ebpf_program"
 
 
 def maps_pinned(pin_root) -> bool:
-    """Whether every map of the layout is pinned under pin_root (shape not checked)."""
-    return os.path.isdir(pin_root) and all(os.path.exists(os.path.join(pin_root, m.name)) for m in layout.MAPS)
+    """Whether every map of the layout is pinned under pin_root (shape not checked; maps an
+    earlier edgeft did not have may be missing)."""
+    return os.path.isdir(pin_root) and all(os.path.exists(os.path.join(pin_root, m.name)) for m in layout.REQUIRED_MAPS)
 
 
 class EmptyMaps:

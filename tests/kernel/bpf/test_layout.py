@@ -27,7 +27,9 @@ def test_every_map_the_programs_use_is_mirrored(host):
 
 def test_every_map_the_header_declares_is_mirrored():
     with open(os.path.join(default_bpf_dir(), "edgeft_maps.h")) as f:
-        declared = re.findall(r"^EDGEFT_MAP\([^;]*?,\s*(edgeft_\w+)\s*,", f.read(), re.M | re.S)
+        header = f.read()
+    declared = re.findall(r"^EDGEFT_MAP\([^;]*?,\s*(edgeft_\w+)\s*,", header, re.M | re.S)
+    declared += re.findall(r"^EDGEFT_RINGBUF\((edgeft_\w+)\s*,", header, re.M)
     assert sorted(declared) == sorted(layout.MAPS_BY_NAME)
 
 
@@ -41,7 +43,9 @@ def bcc_plane():
         plane.close()
 
 
-@pytest.mark.parametrize("spec", layout.MAPS, ids=lambda s: s.name)
+# A ring buffer has no key or value types to compare (its record, layout.Wake, is asserted in
+# every compile with the other structs); its kernel shape is the next test's.
+@pytest.mark.parametrize("spec", [m for m in layout.MAPS if m.map_type != layout.MAP_RINGBUF], ids=lambda s: s.name)
 def test_mirror_matches_bcc_types_field_by_field(bcc_plane, spec):
     table = bcc_plane.bpf[spec.name.encode()]
     leaf = table.sLeaf if spec.map_type == layout.MAP_PERCPU_ARRAY else table.Leaf

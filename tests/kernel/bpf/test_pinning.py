@@ -83,3 +83,20 @@ def test_open_pinned_names_the_missing_pin(bpffs):
 def test_unpinned_compile_keeps_maps_private(dp):
     with compile_plane(1) as private:
         assert set(_map_ids(private.maps).values()).isdisjoint(_map_ids(dp.maps).values())
+
+
+def test_pins_of_an_earlier_edgeft_without_the_wake_ring_are_read_and_the_next_load_adds_it(dp, bpffs):
+    """A rolling upgrade meets hosts whose data path an earlier edgeft loaded: the agent and the
+    modules read their maps without edgeft_wake_v1, and the programs' next load pins it."""
+    earlier = os.path.join(bpffs, "earlier-host-" + dp.loader)
+    with compile_plane(0, pin_dir=earlier, tunables=dp.planes[0].tunables, loader=dp.loader):
+        pass
+    os.unlink(os.path.join(earlier, "edgeft_wake_v1"))
+    with DatapathMaps.open_pinned(earlier) as pinned:
+        assert pinned.wake is None
+        pinned.set_peer(P.PEER_ID, v4=P.PEER[4])
+    with compile_plane(0, pin_dir=earlier, tunables=dp.planes[0].tunables, loader=dp.loader) as again:
+        assert again.maps.get_peer(P.PEER_ID)["v4"][0] == P.PEER[4][0]  # the other maps' state kept
+    assert sorted(os.listdir(earlier)) == sorted(layout.MAPS_BY_NAME)
+    with DatapathMaps.open_pinned(earlier) as pinned:
+        assert bpfsys.map_info(pinned.wake.fd).type == layout.MAP_RINGBUF

@@ -116,7 +116,7 @@ def test_first_attach_creates_clsact_and_filters(lab, params):
     assert len(set(ids(res))) == 4
     pins = sorted(os.path.join(params['pin_root'], m) for m in
                   ('edgeft_ctrs_v1', 'edgeft_fo_v1', 'edgeft_peers_v1', 'edgeft_plane_v1', 'edgeft_seen_v1', 'edgeft_sent_v1',
-                   'edgeft_state_v1', 'edgeft_xctr_v1', 'edgeft_xlat_v1'))
+                   'edgeft_state_v1', 'edgeft_wake_v1', 'edgeft_xctr_v1', 'edgeft_xlat_v1'))
     assert res['pin_paths'] == pins
     with open(os.path.join(params['state_dir'], record.STATE_FILE)) as f:
         state = json.load(f)

@@ -284,6 +284,35 @@ def test_only_peers_with_traffic_are_probed_every_interval(agent_lab):
     assert st["totals"] == {"failovers": 0, "failbacks": 0}, st["events"]
 
 
+def test_an_idle_peer_whose_plane_died_is_failed_over_from_its_first_packet(agent_lab):
+    """Idle peers are probed rarely, and the agent reads the traffic stamps only every second.
+    Traffic to a peer that was idle while its ToR went silent still fails over within one
+    detection time of its first packet: the data path's wake record makes the agent probe the
+    peer's paths at once (agent/resume.py)."""
+    lab, agents = agent_lab
+    agents.start_all()
+    deadline = time.monotonic() + 5.0  # the window after the ping matrix of the neutral state
+    while probing(agents, "r1h1", "r2h1")[0] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not probing(agents, "r1h1", "r2h1")[0], "r2h1 never went idle at r1h1"
+    wake = ("edgeft_agent_wake_records_total", frozenset())
+    before = agents.metrics("r1h1")
+    assert before[("edgeft_agent_wake_records_open", frozenset())] == 1
+    lab.silence("tor-r2-a")
+    try:
+        with UdpStream(lab, src="r1h1", dst="r2h1", plane="a", family=4, pps=10000) as udp:
+            time.sleep(1.0)
+    finally:
+        lab.repair_all()
+    u = udp.result()
+    after = agents.metrics("r1h1")
+    print("\nidle r2h1 behind a silent tor-r2-a, then 10 kpps from r1h1: outage %.1f ms, lost %d; wake records %d"
+          % (u.max_outage_ms, u.lost, after[wake] - before[wake]))
+    assert u.max_outage_ms <= 100.0, u.summary()
+    assert after[wake] > before[wake]
+    assert after[("edgeft_path_failovers_total", frozenset({"peer": "r2h1", "plane": "a"}.items()))] == 1
+
+
 def test_hosts_echoing_each_others_steering_go_back_to_the_plane(agent_lab):
     """Both hosts keep off plane a only because each learned it from the other (a flap
     can leave them so): their own probes, answered for the hold-down, end the echo."""

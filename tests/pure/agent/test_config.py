@@ -41,6 +41,7 @@ CASES = [
     ("interval_ms_type", {"interval_ms": "fast"}, "interval_ms: expected an integer"),
     ("multiplier", {"multiplier": 0}, "multiplier: must be at least 1"),
     ("idle_interval", {"interval_ms": 10, "idle_interval_ms": 5}, "idle_interval_ms: 5 ms is shorter than interval_ms"),
+    ("idle_rate", {"idle_probes_per_s": 0}, "idle_probes_per_s: must be at least 1, got 0"),
     ("active_window", {"active_window_ms": 10}, "active_window_ms: must be at least 100 ms"),
     ("hold_down", {"interval_ms": 10, "multiplier": 3, "hold_down_ms": 20}, "hold_down_ms: 20 ms is shorter than the detection time"),
     ("unknown_interface", {"planes": [{"name": "a", "interface": "edgeft-nosuch0"}]}, "planes[0].interface: no interface"),
@@ -107,6 +108,7 @@ NUMBERS = [
     ("string", '"interval_ms": "10"', 'interval_ms: expected an integer, got "10"'),
     ("interval_too_long", '"interval_ms": 60001', "interval_ms: must be at most 60000, got 60001"),
     ("idle_too_long", '"idle_interval_ms": 3600001', "idle_interval_ms: must be at most 3600000, got 3600001"),
+    ("idle_rate_too_high", '"idle_probes_per_s": 100001', "idle_probes_per_s: must be at most 100000, got 100001"),
     ("window_too_long", '"active_window_ms": 3600001', "active_window_ms: must be at most 3600000"),
     ("multiplier_too_large", '"multiplier": 101', "multiplier: must be at most 100, got 101"),
     ("hold_down_too_long", '"hold_down_ms": 3600001', "hold_down_ms: must be at most 3600000"),
@@ -166,7 +168,7 @@ def test_the_role_documents_the_agents_bounds():
     """meta/argument_specs.yml states each timer's upper bound as agent/config.py enforces it."""
     specs = yaml.safe_load((REPO / "roles" / "ebpf_failover" / "meta" / "argument_specs.yml").read_text())
     options = specs["argument_specs"]["main"]["options"]
-    for setting in ("interval_ms", "idle_interval_ms", "active_window_ms", "multiplier", "confirm_interval_ms", "hold_down_ms",
+    for setting in ("interval_ms", "idle_interval_ms", "idle_probes_per_s", "active_window_ms", "multiplier", "confirm_interval_ms", "hold_down_ms",
                     "metrics_peers", "metrics_min_interval_ms", "tcp.rto_min_ms", "tcp.delack_max_ms"):
         text = " ".join(options["ebpf_failover_agent_" + setting.replace(".", "_")]["description"])
         assert str(MAXIMUM[setting]) in text, (setting, text)
