@@ -13,7 +13,10 @@ errors), in order:
 3. playbooks/switch_drain.yml and switch_undrain.yml of ToR tor-r1-a, then of spine spine-b;
 4. one agent per host (as the lab runs them), idle for --window seconds: CPU (% of one core per
    host, from /proc over the window), probes sent per second per host (the agents' counters),
-   RSS, and the series of one host's /metrics.
+   RSS, and the series of one host's /metrics; then the same CPU and probes for another window
+   while every host talks to 2 peers: it pings the next host of the fabric 10 times a second
+   and is pinged by the one before it (ICMP is traffic to the data path, as any packet but a
+   probe).
 
 It prints one table, a column per size and, last, the ratio of the largest size's figure to the
 smallest's (the issue's measure: costs that do not grow with the fleet keep it near 1). The
@@ -28,6 +31,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,11 +44,11 @@ for folder in (REPO / 'lab', REPO / 'benchmarks'):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-from edgeft_lab import Lab  # noqa: E402
+from edgeft_lab import Lab, netns  # noqa: E402
 from edgeft_lab.agents import METRICS_TIMEOUT, Agents  # noqa: E402
 from edgeft_lab.errors import LabError  # noqa: E402
 from edgeft_lab.topology import load_topology  # noqa: E402
-from edgeft_lab.traffic import TcpStream  # noqa: E402
+from edgeft_lab.traffic import TcpStream, host_address  # noqa: E402
 from redeploy_under_load import BenchmarkError, deploy, lab_down, run_playbook  # noqa: E402
 
 TOR, SPINE = 'tor-r1-a', 'spine-b'
@@ -60,6 +64,9 @@ ROWS = (
     ('agent_cpu_pct', 'agent CPU, idle (% of a core per host, mean)'),
     ('agent_cpu_max_pct', 'agent CPU, idle (% of a core, busiest host)'),
     ('probes_per_s', 'probes sent per second per host, idle (mean)'),
+    ('agent_cpu_busy_pct', 'agent CPU, 2 peers with traffic (% of a core per host, mean)'),
+    ('probes_busy_per_s', 'probes sent per second per host, 2 peers with traffic (mean)'),
+    ('confirmations_busy_per_s', '... of which confirmations of a late or lost reply'),
     ('agent_rss_mb', 'agent RSS (MB per host, mean)'),
     ('metrics_series', '/metrics series of one host'),
     ('tcp_bare_mbps', 'one TCP stream, before site.yml (Mbit/s)'),
@@ -116,34 +123,74 @@ def rss_mb(pid):
 
 
 def probes_sent(agents, host):
-    return sum(value for (name, _labels), value in agents.metrics(host).items() if name == 'edgeft_plane_probes_sent_total')
+    """(probes sent, of which confirmations) by the host's agent so far, over its planes."""
+    metrics = agents.metrics(host)
+    return tuple(sum(value for (name, _labels), value in metrics.items() if name == counter)
+                 for counter in ('edgeft_plane_probes_sent_total', 'edgeft_plane_confirmations_total'))
+
+
+def agent_window(agents, pids, window):
+    """{host: (% of a core, probes sent per second, of which confirmations per second)} over
+    `window` seconds."""
+    ticks = {host: cpu_ticks(pid) for host, pid in pids.items()}
+    sent = {host: probes_sent(agents, host) for host in pids}
+    start = time.monotonic()
+    time.sleep(window)
+    seconds = time.monotonic() - start
+    out = {}
+    for host, pid in pids.items():
+        probes, confirmations = (after - before for after, before in zip(probes_sent(agents, host), sent[host]))
+        out[host] = (100.0 * (cpu_ticks(pid) - ticks[host]) / CLOCK_TICKS / seconds, probes / seconds, confirmations / seconds)
+    return out
+
+
+def ring_of_pings(lab, hosts):
+    """Each host pings the next one (the last the first) on the first plane, 10 times a second:
+    every host has traffic with 2 peers. The ping processes, to end by their PIDs."""
+    procs = []
+    for host, peer in zip(hosts, hosts[1:] + hosts[:1]):
+        argv = netns.exec_argv(lab.plan.host(host).netns, ['ping', '-q', '-n', '-i', '0.1', host_address(lab, peer)])
+        procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return procs
+
+
+def _mean(values):
+    values = list(values)
+    return round(sum(values) / len(values), 2)
 
 
 def agent_figures(lab, inventory, log_dir, window, log):
-    """Idle agents on every host for `window` seconds: CPU, probes/s, RSS, series."""
+    """Agents on every host, idle then with 2 peers each, `window` seconds each: CPU, probes/s,
+    RSS, series."""
     agents = Agents(lab, inventory, log_dir)
+    pings = []
     try:
         agents.start_all()
         time.sleep(min(5.0, window))  # past the start: the first full round of probes
         hosts = list(agents.hosts)
         pids = {host: agents.current(host).pid for host in hosts}
-        ticks = {host: cpu_ticks(pids[host]) for host in hosts}
-        sent = {host: probes_sent(agents, host) for host in hosts}
-        start = time.monotonic()
-        time.sleep(window)
-        seconds = time.monotonic() - start
-        cpu = {host: 100.0 * (cpu_ticks(pids[host]) - ticks[host]) / CLOCK_TICKS / seconds for host in hosts}
-        rate = {host: (probes_sent(agents, host) - sent[host]) / seconds for host in hosts}
+        idle = agent_window(agents, pids, window)
         series = [line for line in agents.get(hosts[0], '/metrics', METRICS_TIMEOUT).decode().splitlines() if line and not line.startswith('#')]
-        log('  agents: %.2f %% CPU per host, %.0f probes/s per host' % (sum(cpu.values()) / len(cpu), sum(rate.values()) / len(rate)))
-        return {
-            'agent_cpu_pct': round(sum(cpu.values()) / len(cpu), 2),
-            'agent_cpu_max_pct': round(max(cpu.values()), 2),
-            'probes_per_s': round(sum(rate.values()) / len(rate), 1),
-            'agent_rss_mb': round(sum(rss_mb(pid) for pid in pids.values()) / len(pids), 1),
+        pings = ring_of_pings(lab, hosts)
+        time.sleep(2.0)  # every peer's paths at the full rate
+        busy = agent_window(agents, pids, window)
+        figures = {
+            'agent_cpu_pct': _mean(cpu for cpu, _rate, _confirm in idle.values()),
+            'agent_cpu_max_pct': round(max(cpu for cpu, _rate, _confirm in idle.values()), 2),
+            'probes_per_s': _mean(rate for _cpu, rate, _confirm in idle.values()),
+            'agent_cpu_busy_pct': _mean(cpu for cpu, _rate, _confirm in busy.values()),
+            'probes_busy_per_s': _mean(rate for _cpu, rate, _confirm in busy.values()),
+            'confirmations_busy_per_s': _mean(confirm for _cpu, _rate, confirm in busy.values()),
+            'agent_rss_mb': _mean(rss_mb(pid) for pid in pids.values()),
             'metrics_series': len(series),
         }
+        log('  agents: idle %.2f %% CPU and %.0f probes/s per host; with 2 peers %.2f %% and %.0f probes/s'
+            % (figures['agent_cpu_pct'], figures['probes_per_s'], figures['agent_cpu_busy_pct'], figures['probes_busy_per_s']))
+        return figures
     finally:
+        for proc in pings:
+            proc.terminate()
+            proc.wait(timeout=10)
         agents.stop_all()
 
 

@@ -117,6 +117,7 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
         self.routes_due = True  # the first resync installs them whatever the peers
         self.tcp = None  # TcpSignal, from start()
         self.wakes = None  # WakeRecords, from start()
+        self.plane_tick = None  # the timer of the planes' failback checks while one is down (planewatch.py)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
     # ------------------------------------------------------------- helpers
@@ -170,7 +171,7 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
         if self.cfg.metrics_listen:
             self.endpoint = self.open_endpoint(self.cfg.metrics_listen)
         now = self.clock()
-        self.wheel.schedule(now + self.cfg.interval_ns, self._tick_planes)
+        self.watch_recovery(now)  # a plane may start judged down; the first check stops if none is
         self.wheel.schedule(now + self.cfg.resync_ms * 1000000, self._tick_resync)
         self.wheel.schedule(now + (ACTIVITY_RESCAN_MS if self.wakes.open else ACTIVITY_SCAN_MS) * 1000000,
                             self._tick_activity)

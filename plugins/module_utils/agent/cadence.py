@@ -32,6 +32,8 @@ class Cadence:
         self.judge_path(path, now)
         if (path.peer_id, path.plane) not in self.paths:
             return  # the peer went away while we judged
+        if path.misses or path.alarm:
+            path.confirmations += 1
         payload = path.request(self.session, self.clock())
         if not self.prober.send(path.plane, path.family, path.address, payload):
             path.send_errors += 1

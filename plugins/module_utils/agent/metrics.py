@@ -19,7 +19,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.constants import V
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 
 # Path counters summed per plane (the agent keeps those of removed paths in `retired`).
-PATH_COUNTERS = ("sent", "received", "rejected", "failovers", "failbacks")
+PATH_COUNTERS = ("sent", "confirmations", "received", "rejected", "failovers", "failbacks")
 
 
 def _age_s(now, stamp):
@@ -136,6 +136,7 @@ class _PathTotals:
             self.rtt_max = p.rtt_avg_ns
         totals = self.totals
         totals["sent"] += p.sent
+        totals["confirmations"] += p.confirmations
         totals["received"] += p.received
         totals["rejected"] += p.rejected
         totals["failovers"] += p.failovers
@@ -155,6 +156,8 @@ def _plane_paths(fam, agent, s, lab, agg):
         learned, **lab)
     totals = agg.totals
     fam("edgeft_plane_probes_sent_total", "counter", "Probes sent to peers on the plane").add(totals["sent"], **lab)
+    fam("edgeft_plane_confirmations_total", "counter",
+        "Of the probes sent, those of a path whose latest probe was unanswered or under a TCP alarm").add(totals["confirmations"], **lab)
     fam("edgeft_plane_probes_received_total", "counter", "Probe replies received on the plane").add(totals["received"], **lab)
     fam("edgeft_plane_replies_rejected_total", "counter",
         "Replies ignored on the plane: for no outstanding probe, a second time, or with a wrong token").add(totals["rejected"], **lab)

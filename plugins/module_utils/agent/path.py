@@ -41,6 +41,7 @@ class Path:
         self.checked = 0  # last sequence number judged
         self.misses = 0  # consecutive probes judged unanswered
         self.sent = 0
+        self.confirmations = 0  # probes sent while the latest was unanswered, or under a TCP alarm
         self.received = 0
         self.send_errors = 0
         self.failovers = 0

@@ -98,9 +98,19 @@ class PlaneWatch:
         self.totals["failovers"] += 1
         self._event(now, "failover", "plane", state.index, reason + " -> every peer's traffic leaves the plane")
         self.hold_routes(state.index, True)
+        self.watch_recovery(now)
         return True
 
+    def watch_recovery(self, now) -> None:
+        """Check every interval, from now on, whether a plane judged down may fail back."""
+        if self.plane_tick is None:
+            self.plane_tick = self.wheel.schedule(now + self.cfg.interval_ns, self._tick_planes)
+
     def _tick_planes(self, now) -> None:
+        """Fail back a plane judged down once it was alive for the hold-down. Only while one is
+        down: with every plane up there is nothing to check, and an idle agent wakes only for
+        its probes, its resync and its look at the traffic stamps."""
+        self.plane_tick = None
         for state in self.planes.values():
             if state.judge.recover(now):
                 self.steer.set_plane_up(state.index, True)
@@ -112,4 +122,5 @@ class PlaneWatch:
                 self._event(now, "failback", "plane", state.index, "%s stable for %d ms (hold-down %d ms)" % (
                     "carrier" if state.first_hop is None else "carrier and first hop", state.judge.stable_for(now) // 1000000,
                     self.cfg.hold_down_ms))
-        self.wheel.schedule(now + self.cfg.interval_ns, self._tick_planes)
+        if not all(state.judge.up for state in self.planes.values()):
+            self.watch_recovery(now)

@@ -53,4 +53,3 @@ class WakeRecords:
             self.ring.close()
             self.ring = None
             self.open = False
-

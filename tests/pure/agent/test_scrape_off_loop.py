@@ -80,7 +80,7 @@ def test_a_scrape_answers_exactly_what_the_loop_rendered_before(served):
     assert status == "HTTP/1.0 200 OK"
     assert headers["Content-Type"] == exposition.CONTENT_TYPE
     assert body == metrics.metrics(agent).encode()  # the synthetic agent's clock stands still
-    assert len(exposition.parse(body.decode())) == 74 + 29 * 10
+    assert len(exposition.parse(body.decode())) == 76 + 29 * 10
 
 
 def test_the_answer_is_the_agent_as_of_the_handover(served):
