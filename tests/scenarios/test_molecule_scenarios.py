@@ -43,8 +43,9 @@ def assert_maintained_without_loss(log):
 @pytest.mark.slow
 def test_molecule_default_scenario():
     """site.yml converges and is idempotent on the namespace lab; verify checks every host, then
-    maintains every ToR in turn, each powered off while drained, under UDP and TCP traffic (what
-    the scenario `maintenance` did on its own before: one lab and one converge for both)."""
+    maintains every ToR, a plane (two ToRs) at a time, each powered off while drained, under UDP
+    and TCP traffic (what the scenario `maintenance` did on its own before: one lab and one
+    converge for both)."""
     if os.geteuid() != 0:
         pytest.skip('the namespace lab needs root')
     rc, log = molecule_test('default', timeout=1500)

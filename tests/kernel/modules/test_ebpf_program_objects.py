@@ -23,8 +23,9 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps impo
 from ansible_collections.edgeft.failover.plugins.module_utils.program import load
 
 _PROBLEM = environment_problem() or (None if shutil.which('clang') else 'clang missing: run scripts/bootstrap.sh')
-# serial: the replace tests count a stream's lost packets (scripts/test.sh runs them alone).
-pytestmark = [pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or ''), pytest.mark.serial]
+pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or '')
+# The tests that count a stream's lost packets are marked serial (scripts/test.sh runs them
+# alone); the others run in the parallel part.
 
 BPF_DIR = str(REPO / 'bpf')
 
@@ -78,6 +79,7 @@ def forwards_without_loss(lab, seconds=0.5):
     assert all(sent > 100 and lost == 0 for sent, _unused, lost in report.values()), report
 
 
+@pytest.mark.serial
 def test_objects_attach_then_a_second_run_loads_nothing(lab, params, monkeypatch):
     first = ok(run_module(lab, params))
     assert first['changed'] and len(first['attached']) == 4
@@ -92,6 +94,7 @@ def test_objects_attach_then_a_second_run_loads_nothing(lab, params, monkeypatch
     forwards_without_loss(lab)
 
 
+@pytest.mark.serial
 def test_switching_from_bcc_to_objects_replaces_in_place_and_keeps_the_maps(lab, params, bpffs, tmp_path):
     """The redeploy of a fleet moving to the object loader: no packet lost, the peer table kept."""
     bcc_params = attach_params(params['pin_root'], params['state_dir'])
@@ -116,6 +119,7 @@ def test_switching_from_bcc_to_objects_replaces_in_place_and_keeps_the_maps(lab,
     assert counted > 0  # the object's programs count the same pinned counters
 
 
+@pytest.mark.serial
 def test_bad_objects_are_refused_and_the_attached_programs_keep_forwarding(lab, params, built, tmp_path):
     ok(run_module(lab, params))
     before = filters(lab)
