@@ -8,8 +8,12 @@ deploys the four hosts. Then, on r1h1 alone:
 1. its agent for --window seconds while r1h1 talks to 2 peers (it pings r1h2 and r2h1 pings it,
    10 times a second each): CPU (% of one core, from /proc) and probes sent per second;
 2. site.yml --limit r1h1 with --peers minus 4 synthetic hosts added to the fabric group (a
-   second inventory source; lab addresses that no namespace answers), timed, then again, which
-   must change nothing; the kernel's IPv4 neighbour limit (gc_thresh3) before and after;
+   second inventory source; lab addresses that no namespace answers), timed, then again with
+   --diff: what it changed is shown (the kernel drops a managed neighbour entry that failed to
+   resolve, and the peer table adds it again; the real hosts' entries resolve). r1h1 keeps a managed neighbour entry per peer, plane and family in the
+   table every namespace of the machine shares, whose limit only the initial namespace sets:
+   the lab raises it for them as it does for its own hosts (docs/lab.md), and puts it back at
+   its down; the table shows the IPv4 limit (gc_thresh3) before and after;
 3. step 1 again, the agent now holding --peers minus 1 peers, of which 2 talk.
 
 The synthetic peers never answer, so the deployment's health gate is told that only the real
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -78,9 +83,20 @@ def agent_with_two_peers(lab, inventory, log_dir, window):
     agents = Agents(lab, inventory, log_dir, hosts=[HOST])
     pings = []
     try:
-        agents.start_all()
+        # Not start_all(): it waits for every path to answer, and synthetic peers never do.
+        agents.start(HOST)
+        deadline = time.monotonic() + 30.0
+        while True:
+            agents.check_alive(HOST)
+            try:
+                agents.status(HOST)
+                break
+            except (OSError, ValueError):
+                if time.monotonic() > deadline:
+                    raise BenchmarkError('the agent on r1h1 did not answer status in 30 s:\n%s' % agents.tail(HOST)) from None
+                time.sleep(0.2)
         pings = talking(lab)
-        time.sleep(5.0)  # past the start and the first round of idle probes
+        time.sleep(5.0)  # past the start and the first round of probes
         cpu, rate, _confirmations = agent_window(agents, {HOST: agents.current(HOST).pid}, window)[HOST]
         peers = len(agents.status(HOST)['peers'])
         return cpu, rate, peers
@@ -104,16 +120,24 @@ def measure(peers, window, log):
             log('r1h1 with 3 peers, 2 talking: agent for %g s' % window)
             out['agent_cpu_pct'], out['probes_per_s'], out['agent_peers'] = agent_with_two_peers(lab, inventory, work, window)
             synthetic_inventory(lab, peers - len(REAL), extra)
+            # r1h1's managed entries for its synthetic peers, in the table every namespace of the
+            # machine shares: raised as the lab raises it for its own hosts, and put back at its down.
+            entries = (peers - len(REAL)) * len(lab.topology.planes)
+            out['neigh_limit_before'] = int(NEIGH_LIMIT.read_text())
+            lab.reserve_neighbour_entries({4: entries, 6: entries})
             both = ['-i', str(extra), '--limit', HOST, '-e', '{"ebpf_failover_gate_must_answer": %s}' % json.dumps(
                 [h for h in REAL if h != HOST])]
-            out['neigh_limit_before'] = int(NEIGH_LIMIT.read_text())
             log('site.yml --limit r1h1 with %d peers' % (peers - 1))
             out['deploy_s'] = playbook_seconds(inventory, 'playbooks/site.yml', *both)
             start = time.monotonic()
-            rc, text, recap = run_playbook(inventory, 'playbooks/site.yml', *both)
+            rc, text, recap = run_playbook(inventory, 'playbooks/site.yml', '--diff', *both)
             out['redeploy_s'] = time.monotonic() - start
-            if rc != 0 or any(changed for changed, _failed in recap.values()):
-                raise BenchmarkError('the second site.yml was not a no-op (rc %d): %s' % (rc, changed_tasks(text) or text[-3000:]))
+            if rc != 0:
+                raise BenchmarkError('the second site.yml failed (rc %d): %s' % (rc, text[-6000:]))
+            # The synthetic peers never answer ARP or neighbour discovery: the kernel may drop
+            # their managed entries once they fail, and the peer table then adds them again.
+            out['redeploy_changed'] = changed_tasks(text)
+            out['neighbours_readded'] = len(re.findall(r'^\+ +"\S+ dev fab\d+",?$', text, re.M))
             out['neigh_limit_after'] = int(NEIGH_LIMIT.read_text())
             log('r1h1 with %d peers, 2 talking: agent for %g s' % (peers - 1, window))
             out['agent_cpu_big_pct'], out['probes_big_per_s'], out['agent_big_peers'] = agent_with_two_peers(
@@ -131,8 +155,10 @@ def format_table(r, peers):
     lines = [head] + [(label, '%.1f' % small, '%.1f' % big, '%.2f' % (big / small if small else 0)) for label, small, big in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(4)]
     table = '\n'.join('  '.join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(line)) for line in lines)
-    return table + ('\nsite.yml --limit r1h1 with %d peers: %.1f s, again (changed=0) %.1f s; IPv4 gc_thresh3 %d -> %d'
-                    % (peers - 1, r['deploy_s'], r['redeploy_s'], r['neigh_limit_before'], r['neigh_limit_after']))
+    return table + ('\nsite.yml --limit r1h1 with %d peers: %.1f s, again %.1f s (changed: %s; neighbour entries added '
+                    'again: %d); IPv4 gc_thresh3 %d -> %d'
+                    % (peers - 1, r['deploy_s'], r['redeploy_s'], '; '.join(r['redeploy_changed']) or 'nothing',
+                       r['neighbours_readded'], r['neigh_limit_before'], r['neigh_limit_after']))
 
 
 def main(argv=None):

@@ -183,6 +183,13 @@ class Lab:
     def _neighbour_limits(self) -> NeighbourLimits:
         return NeighbourLimits(self.run_dir.parent)
 
+    def reserve_neighbour_entries(self, extra: dict[int, int]) -> dict[str, int]:
+        """Room in the machine's neighbour tables for `extra` {family: entries} beyond the lab's
+        own hosts (a benchmark's synthetic peers), held with the lab's and given back at its
+        `down`; returns the thresholds raised."""
+        own = self._neighbour_entries()
+        return self._neighbour_limits().hold(self.name, {f: own.get(f, 0) + extra.get(f, 0) for f in set(own) | set(extra)})
+
     def _neighbour_entries(self) -> dict[int, int]:
         """The managed neighbour entries this lab's hosts keep in the machine's tables once deployed."""
         local = sum(1 for h in self.plan.hosts if h.machine != "vm")

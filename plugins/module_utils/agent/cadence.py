@@ -10,8 +10,9 @@ resumes at the full rate at once; with those the scan, every ACTIVITY_RESCAN_MS,
 peers that went idle. A probe of a path with traffic that is not
 answered within confirm_interval_ms is judged missed then, and the path is probed every
 confirm_interval_ms until it answers or is judged down: detection is at most one interval plus
-multiplier confirmation steps, without a higher steady rate. A suspect path (down, or missing
-probes) is probed at the full rate whatever its traffic.
+multiplier confirmation steps, without a higher steady rate. A path missing probes is probed
+at the full rate whatever its traffic until it answers or is judged down; a path judged down
+stays at the full rate only while its peer has traffic.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ class Cadence:
             self._probe(path, now)
 
     def probe_step(self, path) -> int:
-        """ns to the path's next probe: the full rate for peers with traffic and for
-        suspect paths, the idle rate for the rest; and the confirmation rate while a
+        """ns to the path's next probe: the full rate for peers with traffic and for paths
+        confirming a missed probe, the idle budget for the rest; and the confirmation rate while a
         path judged up is under a TCP alarm, or has traffic and missed its latest
         probes (each of which _probe judged a confirmation step after it left)."""
         if path.alarm and path.judge.up and path.misses < path.multiplier:
@@ -70,7 +71,10 @@ class Cadence:
             if 0 < path.misses < path.multiplier and path.judge.up:
                 return self.cfg.confirm_interval_ns
             return self.cfg.interval_ns
-        if path.suspect:
+        # A peer without traffic: a missed probe is confirmed at the full rate, but a path judged
+        # down goes back to the idle budget (a powered-off rack must not cost every host 100
+        # probes a second per path); traffic to the peer brings the full rate back (wake_peers).
+        if path.suspect and path.judge.up:
             return self.cfg.interval_ns
         return self.idle_step_ns
 

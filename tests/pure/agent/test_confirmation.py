@@ -60,6 +60,23 @@ def test_a_peer_without_traffic_is_not_confirmed_faster():
     assert sends[:4] == [0, 100, 200, 300] and detected == 50 + 100 + 10 + 10
 
 
+def test_an_idle_peers_path_confirms_a_miss_at_the_interval_and_goes_back_to_the_budget_once_down():
+    """A peer without traffic: a missed probe is confirmed at the full rate, a path judged down
+    is probed within the idle budget (a powered-off rack is not probed 100 times a second by
+    every host), and traffic to the peer brings the full rate back."""
+    cfg = config(idle_interval_ms=1000)
+    agent = SimpleNamespace(cfg=cfg, active=set(), idle_step_ns=6 * 1000 * MS)
+    path = Path(PEER, 0, 4, "198.18.2.11", Judge(True, cfg.hold_down_ns, Dampening(), 0), cfg.multiplier)
+    for misses, step in ((0, 6000), (1, 10), (2, 10)):
+        path.misses = misses
+        assert Agent.probe_step(agent, path) == step * MS, misses
+    path.misses = 3
+    path.judge.fail(0)
+    assert Agent.probe_step(agent, path) == 6000 * MS
+    agent.active.add(PEER)
+    assert Agent.probe_step(agent, path) == 10 * MS
+
+
 def test_a_dead_path_with_nowhere_to_go_stays_at_the_interval():
     """Every path of the peer dead: the judge stays up (no failover without somewhere to go), and
     the path is probed at the interval, not at the confirmation rate, however long it lasts."""
