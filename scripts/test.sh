@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
-# ruff, then ansible-lint (production profile) and ansible-test sanity beside the parallel part of
-# pytest over tests/: pure, kernel (BPF, namespaces), lab (deployed labs) and the molecule scenarios
-# (docs/testing.md).
+# ruff, ansible-lint (production profile) and ansible-test sanity side by side, then pytest over tests/:
+# pure, kernel (BPF, namespaces), lab (deployed labs) and the molecule scenarios (docs/testing.md).
 # Installs what it needs first (scripts/bootstrap.sh). Run as root.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,43 +18,34 @@ stage() { printf '\n==== %s (at %d s) ====\n' "$*" "${SECONDS}"; }
 stage "ruff"
 ruff check .
 
-# ansible-lint (production profile) and ansible-test sanity: two single-threaded linters that
-# time nothing, started in the background so that they share the two CPUs with the parallel part
-# of pytest, whose workers wait on namespaces and subprocesses about half their time.
+stage "ansible-lint (production profile) and ansible-test sanity, side by side"
+# Two single-threaded linters on a 2-core machine, neither timing anything: about 20 s saved.
 # ansible-lint installs the collection under .ansible/; drop a stale copy from an earlier run.
-start_linters() {
-  stage "ansible-lint (production profile) and ansible-test sanity, in the background"
-  rm -rf "${EDGEFT_ROOT}/.ansible/collections/ansible_collections/edgeft"
-  lint_log="$(mktemp)"
-  sanity_log="$(mktemp)"
-  ansible-lint --offline >"${lint_log}" 2>&1 &
-  lint_pid=$!
-  "${here}/sanity.sh" >"${sanity_log}" 2>&1 &
-  sanity_pid=$!
-}
-# Their results; a failure of either ends the run here, before the serial part.
-finish_linters() {
-  local lint_status=0 sanity_status=0
-  wait "${lint_pid}" || lint_status=$?
-  wait "${sanity_pid}" || sanity_status=$?
-  stage "ansible-lint and ansible-test sanity: results"
-  if (( lint_status != 0 )); then
-    cat "${lint_log}"
-  else
-    tail -n 1 "${lint_log}"
-  fi
-  # Sanity's per-test virtualenvs are set up once and cached; only failures are shown in full.
-  if (( sanity_status != 0 )); then
-    grep -v "is ignored: it is neither" "${sanity_log}" | tail -n 80
-  else
-    grep -E '^(Running sanity test|WARNING: All targets skipped)' "${sanity_log}" | sed 's/^/  /' || true
-  fi
-  rm -f "${lint_log}" "${sanity_log}"
-  if (( lint_status != 0 || sanity_status != 0 )); then
-    echo "ansible-lint exited ${lint_status}, ansible-test sanity ${sanity_status}" >&2
-    exit 1
-  fi
-}
+rm -rf "${EDGEFT_ROOT}/.ansible/collections/ansible_collections/edgeft"
+lint_log="$(mktemp)"
+sanity_log="$(mktemp)"
+ansible-lint --offline >"${lint_log}" 2>&1 &
+lint_pid=$!
+sanity_status=0
+"${here}/sanity.sh" >"${sanity_log}" 2>&1 || sanity_status=$?
+lint_status=0
+wait "${lint_pid}" || lint_status=$?
+if (( lint_status != 0 )); then
+  cat "${lint_log}"
+else
+  tail -n 1 "${lint_log}"
+fi
+# Sanity's per-test virtualenvs are set up once and cached; only failures are shown in full.
+if (( sanity_status != 0 )); then
+  grep -v "is ignored: it is neither" "${sanity_log}" | tail -n 80
+else
+  grep -E '^(Running sanity test|WARNING: All targets skipped)' "${sanity_log}" | sed 's/^/  /' || true
+fi
+rm -f "${lint_log}" "${sanity_log}"
+if (( lint_status != 0 || sanity_status != 0 )); then
+  echo "ansible-lint exited ${lint_status}, ansible-test sanity ${sanity_status}" >&2
+  exit 1
+fi
 
 # pytest in two parts, every test in exactly one (the `serial` marker, pytest.ini):
 # - in parallel, two workers per CPU (pytest-xdist, a module's tests on one worker; these tests
@@ -67,8 +57,6 @@ finish_linters() {
 # slowest tests before its summary; the last two lines repeat both summaries (CI reads them).
 # With arguments (a path, -k, ...) pytest runs once, alone, on what they select.
 if (( $# > 0 )); then
-  start_linters
-  finish_linters
   stage "pytest"
   python -m pytest --durations=60 "$@"
   exit
@@ -81,10 +69,8 @@ pytest_part() {
   shift
   { local rc=0; python -m pytest "$@" || rc=$?; echo "${rc}" >"${parts}/${part}.status"; } | tee "${parts}/${part}.log"
 }
-start_linters
 stage "pytest, in parallel: tests not marked serial"
 pytest_part parallel -n "$(( 2 * $(nproc) ))" --dist loadfile -m "not serial" --durations=20
-finish_linters
 stage "pytest, alone: tests marked serial"
 pytest_part serial -m serial --durations=60
 stage "done"
