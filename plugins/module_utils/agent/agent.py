@@ -38,7 +38,6 @@ import time
 
 from ansible_collections.edgeft.failover.plugins.module_utils.agent import exposition, metrics, netlink
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.cadence import Cadence
-from ansible_collections.edgeft.failover.plugins.module_utils.agent.config import ACTIVITY_RESCAN_MS, ACTIVITY_SCAN_MS
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.endpoint import Endpoint
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.judge import Dampening, Judge
 from ansible_collections.edgeft.failover.plugins.module_utils.agent.names import PeerNames
@@ -173,8 +172,7 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
         now = self.clock()
         self.watch_recovery(now)  # a plane may start judged down; the first check stops if none is
         self.wheel.schedule(now + self.cfg.resync_ms * 1000000, self._tick_resync)
-        self.wheel.schedule(now + (ACTIVITY_RESCAN_MS if self.wakes.open else ACTIVITY_SCAN_MS) * 1000000,
-                            self._tick_activity)
+        self.schedule_activity_scan(now)
         self.log.info("started: %d plane(s), %d peer(s), %d path(s); %s", len(self.planes), len(self.peers),
                       len(self.paths), self.cfg.summary())
 

@@ -86,7 +86,7 @@ class Cadence:
         active = {pid for pid, t in latest.items() if t and stamp - t <= self.cfg.active_window_ns}
         woken = active - self.active
         self.active = active
-        idle_paths = sum(1 for key in self.paths if key[0] not in active)
+        idle_paths = len(self.paths) - sum(len(self.peer_paths(peer_id)) for peer_id in active)
         self.idle_step_ns = max(self.cfg.idle_interval_ns, idle_paths * 1000000000 // self.cfg.idle_probes_per_s)
         self.wake_peers(woken, now)
 
@@ -115,10 +115,15 @@ class Cadence:
             self.active |= resumed
             self.wake_peers(resumed, self.clock())
 
+    def schedule_activity_scan(self, now) -> None:
+        """The next look at the traffic stamps: every ACTIVITY_SCAN_MS, or with the wake records
+        (open_wakes first) every ACTIVITY_RESCAN_MS."""
+        every_ms = ACTIVITY_RESCAN_MS if self.wakes.open else ACTIVITY_SCAN_MS
+        self.wheel.schedule(now + every_ms * 1000000, self._tick_activity)
+
     def _tick_activity(self, now) -> None:
         try:
             self._scan_activity(now)
         except (OSError, DatapathError) as e:
             self.log.warning("reading the peers' traffic stamps failed: %s", e)
-        every_ms = ACTIVITY_RESCAN_MS if self.wakes is not None and self.wakes.open else ACTIVITY_SCAN_MS
-        self.wheel.schedule(now + every_ms * 1000000, self._tick_activity)
+        self.schedule_activity_scan(now)

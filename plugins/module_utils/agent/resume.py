@@ -34,7 +34,10 @@ class WakeRecords:
                 self.error = "cannot map edgeft_wake_v1: %s; traffic stamps are scanned every %d ms" % (e, ACTIVITY_SCAN_MS)
         if self.error:
             log.warning("%s", self.error)
-        self.open = self.ring is not None
+
+    @property
+    def open(self) -> bool:
+        return self.ring is not None
 
     def read(self) -> set:
         """Peer ids of the records that arrived."""
@@ -52,4 +55,3 @@ class WakeRecords:
         if self.ring is not None:
             self.ring.close()
             self.ring = None
-            self.open = False
