@@ -10,8 +10,9 @@ deploys the four hosts. Then, on r1h1 alone:
 2. site.yml --limit r1h1 with --peers minus 4 synthetic hosts added to the fabric group (a
    second inventory source; lab addresses that no namespace answers), timed, then again with
    --diff: what it changed is shown (the kernel drops a managed neighbour entry that failed to
-   resolve, and the peer table adds it again; the real hosts' entries resolve). r1h1 keeps a managed neighbour entry per peer, plane and family in the
-   table every namespace of the machine shares, whose limit only the initial namespace sets:
+   resolve, and the peer table adds it again; the real hosts' entries resolve). r1h1 keeps a
+   managed neighbour entry per peer, plane and family in the table every namespace of the
+   machine shares, whose limit only the initial namespace sets:
    the lab raises it for them as it does for its own hosts (docs/lab.md), and puts it back at
    its down; the table shows the IPv4 limit (gc_thresh3) before and after;
 3. step 1 again, the agent now holding --peers minus 1 peers, of which 2 talk.
@@ -28,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,11 +42,10 @@ for folder in (REPO / 'lab', REPO / 'benchmarks'):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-from edgeft_lab import Lab, netns  # noqa: E402
+from edgeft_lab import Lab  # noqa: E402
 from edgeft_lab.agents import Agents  # noqa: E402
-from edgeft_lab.traffic import host_address  # noqa: E402
 from redeploy_under_load import BenchmarkError, deploy, lab_down, run_playbook  # noqa: E402
-from scale import agent_window, changed_tasks, playbook_seconds  # noqa: E402
+from scale import agent_window, changed_tasks, pings, playbook_seconds  # noqa: E402
 
 HOST = 'r1h1'
 REAL = ('r1h1', 'r1h2', 'r2h1', 'r2h2')
@@ -68,20 +67,13 @@ def synthetic_inventory(lab, count, path):
     path.write_text(yaml.safe_dump({'all': {'children': {'fabric': {'hosts': hosts}}}}, sort_keys=False))
 
 
-def talking(lab):
-    """r1h1 pings r1h2 and r2h1 pings r1h1: r1h1 has traffic with 2 peers. The processes, to end
-    by their PIDs."""
-    procs = []
-    for src, dst in ((HOST, 'r1h2'), ('r2h1', HOST)):
-        argv = netns.exec_argv(lab.plan.host(src).netns, ['ping', '-q', '-n', '-i', '0.1', host_address(lab, dst)])
-        procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    return procs
+# r1h1 pings r1h2 and r2h1 pings r1h1: r1h1 talks to 2 peers.
+TALKING = ((HOST, 'r1h2'), ('r2h1', HOST))
 
 
 def agent_with_two_peers(lab, inventory, log_dir, window):
     """(% of a core, probes sent per second, peers) of r1h1's agent over `window` seconds."""
     agents = Agents(lab, inventory, log_dir, hosts=[HOST])
-    pings = []
     try:
         # Not start_all(): it waits for every path to answer, and synthetic peers never do.
         agents.start(HOST)
@@ -95,15 +87,11 @@ def agent_with_two_peers(lab, inventory, log_dir, window):
                 if time.monotonic() > deadline:
                     raise BenchmarkError('the agent on r1h1 did not answer status in 30 s:\n%s' % agents.tail(HOST)) from None
                 time.sleep(0.2)
-        pings = talking(lab)
-        time.sleep(5.0)  # past the start and the first round of probes
-        cpu, rate, _confirmations = agent_window(agents, {HOST: agents.current(HOST).pid}, window)[HOST]
-        peers = len(agents.status(HOST)['peers'])
-        return cpu, rate, peers
+        with pings(lab, TALKING):
+            time.sleep(5.0)  # past the start and the first round of probes
+            cpu, rate, _confirmations = agent_window(agents, {HOST: agents.current(HOST).pid}, window)[HOST]
+        return cpu, rate, len(agents.status(HOST)['peers'])
     finally:
-        for proc in pings:
-            proc.terminate()
-            proc.wait(timeout=10)
         agents.stop_all()
 
 

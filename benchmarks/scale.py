@@ -28,6 +28,7 @@ compare the ratios of one run, not runs on different days. See benchmarks/README
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -145,14 +146,20 @@ def agent_window(agents, pids, window):
     return out
 
 
-def ring_of_pings(lab, hosts):
-    """Each host pings the next one (the last the first) on the first plane, 10 times a second:
-    every host has traffic with 2 peers. The ping processes, to end by their PIDs."""
+@contextlib.contextmanager
+def pings(lab, pairs):
+    """Each (source, destination) host pair: the source pings the destination's first-plane
+    address 10 times a second while the block runs; the processes are ended by their PIDs."""
     procs = []
-    for host, peer in zip(hosts, hosts[1:] + hosts[:1]):
-        argv = netns.exec_argv(lab.plan.host(host).netns, ['ping', '-q', '-n', '-i', '0.1', host_address(lab, peer)])
-        procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    return procs
+    try:
+        for src, dst in pairs:
+            argv = netns.exec_argv(lab.plan.host(src).netns, ['ping', '-q', '-n', '-i', '0.1', host_address(lab, dst)])
+            procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 def _mean(values):
@@ -164,7 +171,6 @@ def agent_figures(lab, inventory, log_dir, window, log):
     """Agents on every host, idle then with 2 peers each, `window` seconds each: CPU, probes/s,
     RSS, series."""
     agents = Agents(lab, inventory, log_dir)
-    pings = []
     try:
         agents.start_all()
         time.sleep(min(5.0, window))  # past the start: the first full round of probes
@@ -172,9 +178,10 @@ def agent_figures(lab, inventory, log_dir, window, log):
         pids = {host: agents.current(host).pid for host in hosts}
         idle = agent_window(agents, pids, window)
         series = [line for line in agents.get(hosts[0], '/metrics', METRICS_TIMEOUT).decode().splitlines() if line and not line.startswith('#')]
-        pings = ring_of_pings(lab, hosts)
-        time.sleep(2.0)  # every peer's paths at the full rate
-        busy = agent_window(agents, pids, window)
+        # Each host pings the next one (the last the first): every host talks to 2 peers.
+        with pings(lab, zip(hosts, hosts[1:] + hosts[:1])):
+            time.sleep(2.0)  # every peer's paths at the full rate
+            busy = agent_window(agents, pids, window)
         figures = {
             'agent_cpu_pct': _mean(cpu for cpu, _rate, _confirm in idle.values()),
             'agent_cpu_max_pct': round(max(cpu for cpu, _rate, _confirm in idle.values()), 2),
@@ -189,9 +196,6 @@ def agent_figures(lab, inventory, log_dir, window, log):
             % (figures['agent_cpu_pct'], figures['probes_per_s'], figures['agent_cpu_busy_pct'], figures['probes_busy_per_s']))
         return figures
     finally:
-        for proc in pings:
-            proc.terminate()
-            proc.wait(timeout=10)
         agents.stop_all()
 
 
