@@ -22,6 +22,17 @@ def run_playbook(inventory, playbook='playbooks/site.yml', *extra, env=None):
     return proc.returncode, out, recap
 
 
+def run_maintenance(lab, playbook, switch, work_dir, *extra, inventory=None):
+    """A switch maintenance playbook (switch_drain, switch_undrain, rolling_maintenance) for
+    `switch` with a 1 s verification window and its report under work_dir/report; returns
+    (returncode, output, recap as run_playbook's, the report's rows or None)."""
+    report_dir = work_dir / 'report'
+    rc, out, recap = run_playbook(inventory or lab.inventory_path, 'playbooks/%s.yml' % playbook, '-e', 'edgeft_switch=%s' % switch,
+                                  '-e', 'edgeft_report_dir=%s' % report_dir, '-e', 'edgeft_verify_seconds=1', *extra)
+    reports = sorted(report_dir.glob('*/report.json'))
+    return rc, out, recap, json.loads(reports[-1].read_text()) if reports else None
+
+
 FAILURE = re.compile(r'^(?:fatal|failed): \[(\S+)\].*? => ', re.M)
 
 

@@ -8,13 +8,12 @@ on them) carries every packet over plane b."""
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from dataclasses import replace
 
 import pytest
 
-from deploy_helpers import run_playbook
+from deploy_helpers import run_maintenance, run_playbook
 from deployed import undeployed_lab
 from edgeft_lab.topology import load_topology
 from edgeft_lab.traffic import UdpStream
@@ -30,13 +29,10 @@ def fabric16(tmp_path):
         yield lab
 
 
-def maintain(lab, playbook, report_dir):
+def maintain(lab, playbook, work_dir):
     """(return code, output, recap, [(switch, status, lost packets)] of the report)."""
-    rc, out, recap = run_playbook(lab.inventory_path, 'playbooks/%s.yml' % playbook, '-e', 'edgeft_switch=%s' % SWITCH,
-                                  '-e', 'edgeft_report_dir=%s' % report_dir, '-e', 'edgeft_verify_seconds=1')
-    reports = sorted(report_dir.glob('*/report.json'))
-    rows = json.loads(reports[-1].read_text()) if reports else []
-    return rc, out, recap, [(r['switch'], r['status'], r.get('lost_packets')) for r in rows]
+    rc, out, recap, report = run_maintenance(lab, playbook, SWITCH, work_dir)
+    return rc, out, recap, [(r['switch'], r['status'], r.get('lost_packets')) for r in report or []]
 
 
 def test_a_drained_tor_is_powered_off_under_traffic_without_a_loss(fabric16, tmp_path):

@@ -8,13 +8,12 @@ peers the drain reached only in-band.)
 
 from __future__ import annotations
 
-import json
 
 import pytest
 import yaml
 
 
-from deploy_helpers import run_playbook
+from deploy_helpers import run_maintenance, run_playbook
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import DatapathMaps
 
@@ -41,15 +40,6 @@ def datapath_state(lab):
     return out
 
 
-def maintain(lab, playbook, switch, tmp_path, *extra, inventory=None):
-    report_dir = tmp_path / 'report'
-    rc, out, _recap = run_playbook(inventory or lab.inventory_path, 'playbooks/%s.yml' % playbook, '-e', 'edgeft_switch=%s' % switch,
-                                   '-e', 'edgeft_report_dir=%s' % report_dir, '-e', 'edgeft_verify_seconds=1', *extra)
-    reports = sorted(report_dir.glob('*/report.json'))
-    report = json.loads(reports[-1].read_text()) if reports else None
-    return rc, out, report
-
-
 @pytest.fixture
 def clean(lab):
     """Every test starts and ends with nothing drained."""
@@ -59,7 +49,7 @@ def clean(lab):
 
 
 def test_check_mode_shows_what_would_move_and_changes_nothing(lab, clean, tmp_path):
-    rc, out, report = maintain(lab, 'rolling_maintenance', 'tor-r1-a', tmp_path, '--check', '--diff')
+    rc, out, _recap, report = run_maintenance(lab, 'rolling_maintenance', 'tor-r1-a', tmp_path, '--check', '--diff')
     assert rc == 0, out[-4000:]
     assert 'Would drain tor-r1-a: plane a off on r1h1, r1h2; r2h1, r2h2 learn in-band to steer its traffic for them' in ' '.join(out.split())
     assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'would undrain')]
@@ -86,35 +76,35 @@ def test_an_inventory_of_fabric_and_spines_only_deploys_drains_and_maintains(lab
     inventory = fabric_and_spines_only(lab, tmp_path)
     rc, out, _recap = run_playbook(inventory, 'playbooks/site.yml', '--check')
     assert rc == 0, out[-4000:]
-    rc, out, report = maintain(lab, 'rolling_maintenance', 'tor-r1-a,spine-b', tmp_path / 'check', '--check',
-                               inventory=inventory)
+    rc, out, _recap, report = run_maintenance(lab, 'rolling_maintenance', 'tor-r1-a,spine-b', tmp_path / 'check', '--check',
+                                              inventory=inventory)
     assert rc == 0, out[-4000:]
     text = ' '.join(out.split())
     assert 'Would drain tor-r1-a: plane a off on r1h1, r1h2; r2h1, r2h2 learn in-band to steer its traffic for them' in text, out[-4000:]
     assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'would undrain'), ('spine-b', 'would undrain')]
     assert datapath_state(lab) == clean
     # A ToR that is no inventory host at all, drained and undrained for real.
-    rc, out, report = maintain(lab, 'switch_drain', 'tor-r2-b', tmp_path / 'drain', inventory=inventory)
+    rc, out, _recap, report = run_maintenance(lab, 'switch_drain', 'tor-r2-b', tmp_path / 'drain', inventory=inventory)
     try:
         assert rc == 0, out[-4000:]
         assert [(r['switch'], r['status'], r['lost_packets']) for r in report] == [('tor-r2-b', 'drained', 0)]
         drained = datapath_state(lab)
         assert drained['r2h1']['planes'][1] & 0x2 and drained['r2h2']['planes'][1] & 0x2
     finally:
-        rc, out, report = maintain(lab, 'switch_undrain', 'tor-r2-b', tmp_path / 'undrain', inventory=inventory)
+        rc, out, _recap, report = run_maintenance(lab, 'switch_undrain', 'tor-r2-b', tmp_path / 'undrain', inventory=inventory)
     assert rc == 0, out[-4000:]
     assert datapath_state(lab) == clean
 
 
 def test_draining_the_second_tor_of_a_rack_is_refused_and_changes_nothing(lab, clean, tmp_path):
-    rc, out, report = maintain(lab, 'switch_drain', 'tor-r1-a', tmp_path / 'one')
+    rc, out, _recap, report = run_maintenance(lab, 'switch_drain', 'tor-r1-a', tmp_path / 'one')
     assert rc == 0, out[-4000:]
     assert [(r['switch'], r['status'], r['lost_packets']) for r in report] == [('tor-r1-a', 'drained', 0)]
     drained = datapath_state(lab)
     assert drained['r1h1']['planes'][0] & 0x2 and drained['r1h2']['planes'][0] & 0x2
     assert drained['r2h1']['peers'] != clean['r2h1']['peers']  # r2h1 avoids plane a towards r1h1 and r1h2
     try:
-        rc, out, report = maintain(lab, 'switch_drain', 'tor-r1-b', tmp_path / 'two')
+        rc, out, _recap, report = run_maintenance(lab, 'switch_drain', 'tor-r1-b', tmp_path / 'two')
         assert rc != 0
         text = ' '.join(out.split())
         assert ("tor-r1-b: r1h1's plane 'a' is already drained (switch tor-r1-a): draining tor-r1-b too would leave "
@@ -122,7 +112,7 @@ def test_draining_the_second_tor_of_a_rack_is_refused_and_changes_nothing(lab, c
         assert [(r['switch'], r['status']) for r in report] == [('tor-r1-b', 'not drained, nothing changed')]
         assert datapath_state(lab) == drained
     finally:
-        rc, out, report = maintain(lab, 'switch_undrain', 'tor-r1-a', tmp_path / 'three')
+        rc, out, _recap, report = run_maintenance(lab, 'switch_undrain', 'tor-r1-a', tmp_path / 'three')
     assert rc == 0, out[-4000:]
     assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'done')]
 
@@ -144,9 +134,10 @@ def test_a_host_failing_mid_batch_stops_later_batches(lab, clean, tmp_path):
     try:
         # Two health checks a second apart instead of 30 two seconds apart: the broken host never
         # answers, and the role's default patience would only make the test wait a minute.
-        rc, out, report = maintain(lab, 'rolling_maintenance', 'tor-r1-a,tor-r2-a,tor-r1-b', tmp_path / 'run',
-                                   '-e', 'edgeft_maintenance_tasks=%s' % tasks,
-                                   '-e', 'switch_maintenance_healthy_retries=2', '-e', 'switch_maintenance_healthy_delay=1')
+        rc, out, _recap, report = run_maintenance(lab, 'rolling_maintenance', 'tor-r1-a,tor-r2-a,tor-r1-b', tmp_path / 'run',
+                                                  '-e', 'edgeft_maintenance_tasks=%s' % tasks,
+                                                  '-e', 'switch_maintenance_healthy_retries=2',
+                                                  '-e', 'switch_maintenance_healthy_delay=1')
         assert rc != 0
         rows = {r['switch']: r for r in report}
         assert list(rows) == ['tor-r1-a', 'tor-r2-a'], out[-4000:]
@@ -157,13 +148,13 @@ def test_a_host_failing_mid_batch_stops_later_batches(lab, clean, tmp_path):
         assert state['r2h1']['planes'][0] & 0x2 and state['r2h2']['planes'][0] & 0x2  # tor-r2-a: still drained
         assert not any(state[h]['planes'][1] & 0x2 for h in HOSTS)  # tor-r1-b: never touched
     finally:
-        rc, out, report = maintain(lab, 'switch_undrain', 'tor-r2-a', tmp_path / 'undrain')
+        rc, out, _recap, report = run_maintenance(lab, 'switch_undrain', 'tor-r2-a', tmp_path / 'undrain')
     assert rc == 0, out[-4000:]
 
 
 def test_a_batch_of_two_tors_drains_both_racks_at_once(lab, clean, tmp_path):
     # Every host step of the batch runs on the four hosts at once; each switch judges its own two.
-    rc, out, report = maintain(lab, 'switch_drain', 'tor-r1-a,tor-r2-a', tmp_path / 'drain', '-e', 'edgeft_serial=2')
+    rc, out, _recap, report = run_maintenance(lab, 'switch_drain', 'tor-r1-a,tor-r2-a', tmp_path / 'drain', '-e', 'edgeft_serial=2')
     try:
         assert rc == 0, out[-4000:]
         assert [(r['switch'], r['status'], r['lost_packets']) for r in report] == [('tor-r1-a', 'drained', 0),
@@ -174,7 +165,7 @@ def test_a_batch_of_two_tors_drains_both_racks_at_once(lab, clean, tmp_path):
         # The host steps ran as the hosts' own tasks, not as a loop delegated from the switch.
         assert 'changed: [r1h1]' in out and 'changed: [r2h2]' in out and 'tor-r1-a -> r1h1' not in out, out[-4000:]
     finally:
-        rc, out, report = maintain(lab, 'switch_undrain', 'tor-r1-a,tor-r2-a', tmp_path / 'undrain', '-e', 'edgeft_serial=2')
+        rc, out, _recap, report = run_maintenance(lab, 'switch_undrain', 'tor-r1-a,tor-r2-a', tmp_path / 'undrain', '-e', 'edgeft_serial=2')
     assert rc == 0, out[-4000:]
     assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'done'), ('tor-r2-a', 'done')]
 
@@ -186,7 +177,7 @@ def test_a_batch_of_two_tors_drains_both_racks_at_once(lab, clean, tmp_path):
     ('tor-r1-a', ['-e', 'edgeft_max_fail_percentage=150'], 'edgeft_max_fail_percentage: 150 is out of range (0 to 100)'),
 ])
 def test_bad_batches_fail_before_any_host_changes(lab, clean, tmp_path, switches, extra, message):
-    rc, out, report = maintain(lab, 'rolling_maintenance', switches, tmp_path, *extra)
+    rc, out, _recap, report = run_maintenance(lab, 'rolling_maintenance', switches, tmp_path, *extra)
     assert rc != 0
     assert message in ' '.join(out.split()), out[-4000:]
     assert report is None  # refused on the controller: no switch started
@@ -204,6 +195,6 @@ def test_bad_requests_fail_before_any_host_changes(lab, clean, tmp_path, switch,
         path = tmp_path / 'extra.yml'
         path.write_text(extra_inventory)
         extra = ['-i', str(path)]
-    rc, out, _report = maintain(lab, 'rolling_maintenance', switch, tmp_path, *extra)
+    rc, out, _recap, _report = run_maintenance(lab, 'rolling_maintenance', switch, tmp_path, *extra)
     assert rc != 0
     assert message in ' '.join(out.split()), out[-4000:]
