@@ -11,8 +11,8 @@ peers that went idle. A probe of a path with traffic that is not
 answered within confirm_interval_ms is judged missed then, and the path is probed every
 confirm_interval_ms until it answers or is judged down: detection is at most one interval plus
 multiplier confirmation steps, without a higher steady rate. A path missing probes is probed
-at the full rate whatever its traffic until it answers or is judged down; a path judged down
-stays at the full rate only while its peer has traffic.
+at the full rate whatever its traffic until it answers or has missed multiplier of them; a dead
+or judged-down path stays at the full rate only while its peer has traffic.
 """
 
 from __future__ import annotations
@@ -71,10 +71,11 @@ class Cadence:
             if 0 < path.misses < path.multiplier and path.judge.up:
                 return self.cfg.confirm_interval_ns
             return self.cfg.interval_ns
-        # A peer without traffic: a missed probe is confirmed at the full rate, but a path judged
-        # down goes back to the idle budget (a powered-off rack must not cost every host 100
-        # probes a second per path); traffic to the peer brings the full rate back (wake_peers).
-        if path.suspect and path.judge.up:
+        # A peer without traffic: a missed probe is confirmed at the full rate, but a dead path
+        # (multiplier misses, judged down or not: a powered-off host has nowhere else to go) goes
+        # back to the idle budget, so a powered-off rack does not cost every host 100 probes a
+        # second per path; traffic to the peer brings the full rate back (wake_peers).
+        if 0 < path.misses < path.multiplier:
             return self.cfg.interval_ns
         return self.idle_step_ns
 

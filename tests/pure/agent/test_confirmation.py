@@ -61,16 +61,16 @@ def test_a_peer_without_traffic_is_not_confirmed_faster():
 
 
 def test_an_idle_peers_path_confirms_a_miss_at_the_interval_and_goes_back_to_the_budget_once_down():
-    """A peer without traffic: a missed probe is confirmed at the full rate, a path judged down
-    is probed within the idle budget (a powered-off rack is not probed 100 times a second by
-    every host), and traffic to the peer brings the full rate back."""
+    """A peer without traffic: a missed probe is confirmed at the full rate, a dead path (judged
+    down, or dead on every plane with nowhere to fail over to) is probed within the idle budget
+    (a powered-off rack is not probed 100 times a second by every host), and traffic to the peer
+    brings the full rate back."""
     cfg = config(idle_interval_ms=1000)
     agent = SimpleNamespace(cfg=cfg, active=set(), idle_step_ns=6 * 1000 * MS)
     path = Path(PEER, 0, 4, "198.18.2.11", Judge(True, cfg.hold_down_ns, Dampening(), 0), cfg.multiplier)
-    for misses, step in ((0, 6000), (1, 10), (2, 10)):
-        path.misses = misses
+    for misses, step in ((0, 6000), (1, 10), (2, 10), (3, 6000), (40, 6000)):
+        path.misses = misses  # dead from 3 on, judged down or not (every plane of a powered-off host)
         assert Agent.probe_step(agent, path) == step * MS, misses
-    path.misses = 3
     path.judge.fail(0)
     assert Agent.probe_step(agent, path) == 6000 * MS
     agent.active.add(PEER)
