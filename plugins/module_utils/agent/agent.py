@@ -203,16 +203,26 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
 
     def resync(self, now) -> None:
         """Follow the peer table (added/removed peers, changed addresses); routes follow
-        when the table changed."""
+        when the table changed. The paths are worked out again only then: a table whose
+        peers changed only their steering (learned or down bits) costs a read and a compare."""
         peers = self.steer.peers()
-        changed = self.routes_due or {pid: p["v4"] + p["v6"] for pid, p in peers.items()} != {
-            pid: p["v4"] + p["v6"] for pid, p in self.peers.items()}
+        changed = self.routes_due or peers.keys() != self.peers.keys() or any(
+            peer["v4"] + peer["v6"] != self.peers[pid]["v4"] + self.peers[pid]["v6"]
+            for pid, peer in peers.items() if peer is not self.peers[pid])
         self.peer_names = self.names.names(peers)
         for state in self.planes.values():
             state.flags = self.steer.plane(state.index).flags
         self.peers = peers
-        if changed and self.cfg.backup_routes["enabled"]:
-            self.sync_routes()  # before new paths are scheduled: it runs `ip` a few times
+        if changed:
+            if self.cfg.backup_routes["enabled"]:
+                self.sync_routes()  # before new paths are scheduled: it runs `ip` a few times
+            self._follow_paths(peers, now)
+            self.routes_due = False
+        self._check_learned(now)
+
+    def _follow_paths(self, peers, now) -> None:
+        """One path per peer and plane with an address to probe: new ones scheduled, gone or
+        readdressed ones dropped."""
         wanted = {}
         for peer_id, peer in peers.items():
             for plane in self.planes:
@@ -228,8 +238,6 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
         for i, (key, (family, addr)) in enumerate(sorted(wanted.items())):
             if key not in self.paths:
                 self._add_path(key, family, addr, peers[key[0]], now, i, len(wanted))
-        self.routes_due = False
-        self._check_learned(now)
 
     def _check_learned(self, now) -> None:
         """Forget learned down bits that our own probes contradict.

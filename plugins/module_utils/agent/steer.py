@@ -12,23 +12,28 @@ from __future__ import annotations
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import layout
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.handle import pin_dir_lock
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import now_ns
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import now_ns, peer_view
 
 
 class Steering:
     def __init__(self, maps, pin_root: str):
         self.maps = maps
         self.pin_root = pin_root
+        self._read = {}  # peer id -> (its state value's bytes, its view) as of the last peers()
 
     # --- reads (start-up, resync, metrics) --------------------------------
     def peers(self) -> dict:
-        """peer id -> {v4: [..], v6: [..], active_plane, down_planes, learned_planes, ...}."""
-        out = {}
-        for peer_id in self.maps.peer_ids():
-            peer = self.maps.get_peer(peer_id)
-            if peer is not None:
-                out[peer_id] = peer
-        return out
+        """peer id -> {v4: [..], v6: [..], active_plane, down_planes, learned_planes, ...}
+        (maps.peer_view), in id order. The state map is read whole (one batch read); a peer
+        whose state did not change since the last call keeps its view, the same object, so
+        the resync finds what changed by identity and does not rebuild 4,096 views a second.
+        The views are shared: read them, never change them."""
+        read = {}
+        for peer_id, raw in sorted(self.maps.state.values_by_key().items()):
+            last = self._read.get(peer_id)
+            read[peer_id] = last if last is not None and last[0] == raw else (raw, peer_view(layout.PeerState.from_buffer_copy(raw)))
+        self._read = read
+        return {peer_id: view for peer_id, (_raw, view) in read.items()}
 
     def plane(self, index: int):
         return self.maps.planes.get(index)

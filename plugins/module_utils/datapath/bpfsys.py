@@ -17,6 +17,8 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors im
     DatapathError,
 )
 
+ENOTSUPP = 524  # the kernel's own "operation not supported" (not in errno), e.g. a batch op a map lacks
+
 # __NR_bpf per architecture (asm/unistd*.h).
 _NR_BPF = {
     "x86_64": 321,
@@ -271,6 +273,33 @@ def array_lookup_batch(fd: int, values, count: int) -> int:
         if e.errno != 2:  # ENOENT: the map ended before count; a.count says how many
             raise
     return a.count
+
+
+def hash_lookup_batch(fd: int, key_size: int, value_size: int, count: int) -> list:
+    """[(key bytes, value bytes)] of every entry of a hash map (not per-CPU), read with
+    BPF_MAP_LOOKUP_BATCH (kernel 5.6+) up to `count` entries a call. Pass the map's
+    max_entries: a call needs room for a whole bucket (ENOSPC otherwise)."""
+    keys = (ctypes.c_uint8 * (key_size * count))()
+    values = (ctypes.c_uint8 * (value_size * count))()
+    # The kernel's position between calls (a hash map's bucket index); none on the first call.
+    position, after = ctypes.c_uint64(), ctypes.c_uint64()
+    out, first = [], True
+    while True:
+        a = BatchAttr(in_batch=0 if first else addr(position), out_batch=addr(after), keys=addr(keys),
+                      values=addr(values), count=count, map_fd=fd)
+        try:
+            bpf(MAP_LOOKUP_BATCH, a, "map batch lookup")
+            done = False
+        except BpfSyscallError as e:
+            if e.errno != 2:  # ENOENT: no entry after this call's
+                raise
+            done = True
+        key_bytes, value_bytes = bytes(keys), bytes(values)
+        out.extend((key_bytes[i * key_size:(i + 1) * key_size], value_bytes[i * value_size:(i + 1) * value_size])
+                   for i in range(a.count))
+        if done or not a.count:
+            return out
+        position.value, first = after.value, False
 
 
 def map_next_key(fd: int, key, next_key) -> bool:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import os
 
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath import bpfsys, layout
-from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import LayoutMismatchError
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors import BpfSyscallError, LayoutMismatchError
 
 
 def check_map(fd: int, spec: layout.MapSpec, max_entries: int = None, where: str = "") -> bpfsys.MapInfo:
@@ -106,6 +107,24 @@ class MapHandle:
                 return out
             out.append(nxt)
             cur = nxt
+
+    def values_by_key(self) -> dict:
+        """{key: value bytes} of a hash map that is not per-CPU (int keys for integer key
+        types): one batch read (kernel 5.6+), else one lookup per key of a walk. Bytes, so a
+        reader can tell unchanged entries from changed ones by comparing them."""
+        key_size, value_size = ctypes.sizeof(self.spec.key), ctypes.sizeof(self.spec.value)
+        try:
+            pairs = bpfsys.hash_lookup_batch(self.fd, key_size, value_size, bpfsys.map_info(self.fd).max_entries)
+        except BpfSyscallError as e:
+            if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP, bpfsys.ENOTSUPP):
+                raise
+            pairs = []  # a kernel before 5.6
+            for key in self.keys():
+                value = self.get(key)
+                if value is not None:  # deleted during the walk
+                    pairs.append((bytes(key), bytes(value)))
+        as_int = not issubclass(self.spec.key, (ctypes.Structure, ctypes.Array))
+        return {(self.spec.key.from_buffer_copy(k).value if as_int else k): v for k, v in pairs}
 
     def clear(self) -> None:
         """Hash maps: delete every entry; arrays: zero every slot; a ring buffer has no entries

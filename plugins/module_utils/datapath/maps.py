@@ -19,9 +19,6 @@ from ansible_collections.edgeft.failover.plugins.module_utils.datapath.errors im
 from ansible_collections.edgeft.failover.plugins.module_utils.datapath.handle import MapHandle, check_map
 
 
-_ENOTSUPP = 524  # the kernel's own "operation not supported" (not in errno)
-
-
 def now_ns() -> int:
     """The programs' clock (bpf_ktime_get_ns is CLOCK_MONOTONIC)."""
     return time.monotonic_ns()
@@ -304,7 +301,7 @@ class DatapathMaps:
             try:
                 got = bpfsys.array_lookup_batch(handle.fd, values, count)
             except BpfSyscallError as e:
-                if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP, _ENOTSUPP):
+                if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP, bpfsys.ENOTSUPP):
                     raise
                 got = 0  # a kernel before 5.6: one lookup per slot of the peers asked about
                 for peer_id in ids:
