@@ -235,9 +235,17 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
                 self._drop_path(path)
         # A judged down bit is not re-asserted here: the data path clears the arrival plane's bit
         # when the peer steers onto it (that traffic proves the plane), and that is its call.
-        for i, (key, (family, addr)) in enumerate(sorted(wanted.items())):
-            if key not in self.paths:
-                self._add_path(key, family, addr, peers[key[0]], now, i, len(wanted))
+        new = [(key, target) for key, target in sorted(wanted.items()) if key not in self.paths]
+        busy = [item for item in new if item[0][0] in self.active]
+        idle = [item for item in new if item[0][0] not in self.active]
+        # The first probes spread so that none leave in a burst: the paths of peers with traffic
+        # over one interval, the others at the idle budget's rate (at 4,096 peers a start would
+        # otherwise send 8,190 probes in its first interval). At start no peer is known to have
+        # traffic yet: the first scan of the stamps brings those peers' probes forward (wake_peers).
+        idle_spread_ns = max(self.cfg.idle_interval_ns, len(idle) * 1000000000 // self.cfg.idle_probes_per_s)
+        for items, spread_ns in ((busy, self.cfg.interval_ns), (idle, idle_spread_ns)):
+            for i, (key, (family, addr)) in enumerate(items):
+                self._add_path(key, family, addr, peers[key[0]], now, spread_ns * i // len(items))
 
     def _check_learned(self, now) -> None:
         """Forget learned down bits that our own probes contradict.
@@ -262,7 +270,7 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
                     path.judge.stable_for(now) // 1000000, self.planes[plane].name)
                 self._event(now, "unlearned", "path", plane, reason, peer=peer_id)
 
-    def _add_path(self, key, family, addr, peer, now, i, n) -> None:
+    def _add_path(self, key, family, addr, peer, now, first_in_ns) -> None:
         peer_id, plane = key
         bit = 1 << plane
         judged_down = bool(peer["down_planes"] and plane in peer["down_planes"] and plane not in peer["learned_planes"])
@@ -273,9 +281,7 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
                           self.peer_names.get(peer_id), self.planes[plane].name, bit, self.cfg.hold_down_ms)
         self.paths[key] = path
         self.by_address[(plane, family, addr)] = path
-        # Spread the paths over one interval so probes do not leave in bursts.
-        first = self.clock() + (self.cfg.interval_ns * i) // max(n, 1)
-        path.timer = self.wheel.schedule(first, lambda t, p=path: self._probe(p, t))
+        path.timer = self.wheel.schedule(self.clock() + first_in_ns, lambda t, p=path: self._probe(p, t))
 
     def _drop_path(self, path) -> None:
         if path.timer is not None:

@@ -65,3 +65,38 @@ def test_peers_that_start_talking_leave_the_budget():
     agent = Scanner(63, talking=62)
     agent._scan_activity(NOW)
     assert agent.idle_step_ns == 1 * S  # one idle peer left: its two paths every second
+
+
+def first_probes(peers, talking):
+    """When a real Agent (no maps, no sockets: only its schedule) first probes each path of
+    `peers` new peers, `talking` of which have traffic: {(peer, plane): ns after now}."""
+    from ansible_collections.edgeft.failover.plugins.module_utils.agent.agent import Agent
+
+    agent = Agent(Config({"planes": PLANES, "state_dir": None}), maps=None, planes=[{4: True}, {4: True}], log=None,
+                  clock=lambda: NOW)
+    try:
+        agent.planes = {0: SimpleNamespace(name="a", first_hop=None), 1: SimpleNamespace(name="b", first_hop=None)}
+        agent.active = set(range(talking))
+        table = {p: {"v4": ["198.18.%d.%d" % divmod(p + 2, 256), "198.19.%d.%d" % divmod(p + 2, 256)], "v6": [None, None],
+                     "down_planes": [], "learned_planes": []} for p in range(peers)}
+        agent._follow_paths(table, NOW)
+        return {key: path.timer.deadline - NOW for key, path in agent.paths.items()}
+    finally:
+        agent.close()
+
+
+def test_a_start_with_a_large_table_probes_idle_paths_at_the_budgets_pace():
+    """4,095 peers of which 2 talk: their 4 paths are probed within the first interval (10 ms),
+    the 8,186 others no faster than idle_probes_per_s (20), not all in the first interval."""
+    first = first_probes(4095, talking=2)
+    busy = [at for (peer, _plane), at in first.items() if peer < 2]
+    idle = sorted(at for (peer, _plane), at in first.items() if peer >= 2)
+    assert len(busy) == 4 and max(busy) < 10 * 10 ** 6
+    assert len(idle) == 8186
+    assert min(b - a for a, b in zip(idle, idle[1:])) >= S // 20 - 1
+    assert idle[-1] == pytest.approx(8186 * S / 20, rel=1e-3)
+
+
+def test_a_small_fabric_probes_its_idle_paths_within_idle_interval_ms():
+    first = first_probes(3, talking=0)
+    assert max(first.values()) < 1 * S and len(set(first.values())) == 6
