@@ -4,11 +4,16 @@
 
 Every (peer, plane) path has a timer that fires once per probe interval; a
 heap would pay log(n) per reschedule, a wheel pays a list append. Slots are
-`tick_ns` wide; a timer further away than one turn simply stays in its slot
-until a turn where its deadline has passed.
+`tick_ns` wide and hold the timers due within one turn of the wheel. Timers
+further away (idle peers' probes, minutes apart at 4,096 peers) wait in a heap
+and move into their slot when the wheel comes within a turn of them: in the
+slots they would be scanned at every tick of every turn until due.
 """
 
 from __future__ import annotations
+
+import heapq
+import itertools
 
 
 class Timer:
@@ -29,16 +34,32 @@ class TimerWheel:
         self.slots = [[] for _slot in range(slots)]
         self.current = now // tick_ns  # the next tick not yet processed
         self.count = 0
+        self.later = []  # (deadline, order, timer): timers a turn or more ahead of `current`
+        self._order = itertools.count()  # ties in `later` never compare timers
 
     def schedule(self, deadline: int, callback) -> Timer:
         timer = Timer(deadline, callback)
         tick = max(deadline // self.tick_ns, self.current)
-        self.slots[tick % len(self.slots)].append(timer)
+        if tick - self.current < len(self.slots):
+            self.slots[tick % len(self.slots)].append(timer)
+        else:
+            heapq.heappush(self.later, (deadline, next(self._order), timer))
         self.count += 1
         return timer
 
+    def _bring_in(self, until_tick: int) -> None:
+        """Move the waiting timers due before until_tick into their slots."""
+        while self.later and self.later[0][0] // self.tick_ns < until_tick:
+            timer = heapq.heappop(self.later)[2]
+            if timer.cancelled:
+                self.count -= 1
+                continue
+            tick = max(timer.deadline // self.tick_ns, self.current)
+            self.slots[tick % len(self.slots)].append(timer)
+
     def next_deadline(self):
-        """The earliest pending deadline, or None (a scan: called once per loop turn)."""
+        """The earliest pending deadline, or None (a scan of the slots, called once per loop
+        turn; every slot's timer is earlier than any waiting in `later`)."""
         best = None
         n = len(self.slots)
         for i in range(n):
@@ -47,6 +68,12 @@ class TimerWheel:
                     best = timer.deadline
             if best is not None and best // self.tick_ns <= self.current + i:
                 return best  # nothing in a later slot of this turn can be earlier
+        if best is None:
+            while self.later and self.later[0][2].cancelled:
+                heapq.heappop(self.later)
+                self.count -= 1
+            if self.later:
+                best = self.later[0][0]
         return best
 
     def expire(self, now: int) -> list:
@@ -54,6 +81,9 @@ class TimerWheel:
         due = []
         last = now // self.tick_ns
         n = len(self.slots)
+        # Everything due before the end of the turn that starts at `last` takes its slot first:
+        # the scan below then finds what is due now, and leaves the slots holding one turn.
+        self._bring_in(max(last, self.current) + n)
         ticks = min(last - self.current + 1, n)
         for i in range(max(ticks, 0)):
             slot = self.slots[(self.current + i) % n]

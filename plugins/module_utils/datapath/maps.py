@@ -295,23 +295,26 @@ class DatapathMaps:
         if not ids:
             return {}
         count = (max(ids) + 1) * layout.PLANE_SLOTS
-        latest = [0] * count
+        stamps = []
         for handle in (self.seen, self.sent):
-            values = (ctypes.c_uint64 * count)()
+            values = (ctypes.c_uint64 * count)()  # zeros: slots a batch read did not reach stay 0
             try:
-                got = bpfsys.array_lookup_batch(handle.fd, values, count)
+                bpfsys.array_lookup_batch(handle.fd, values, count)
             except BpfSyscallError as e:
                 if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP, bpfsys.ENOTSUPP):
                     raise
-                got = 0  # a kernel before 5.6: one lookup per slot of the peers asked about
-                for peer_id in ids:
+                for peer_id in ids:  # a kernel before 5.6: one lookup per slot of the peers asked about
                     for p in range(layout.PLANE_SLOTS):
                         slot = layout.seen_slot(peer_id, p)
                         values[slot] = handle.get(slot).value
-            for i in range(got or count):
-                if values[i] > latest[i]:
-                    latest[i] = values[i]
-        return {pid: max(latest[layout.seen_slot(pid, p)] for p in range(layout.PLANE_SLOTS)) for pid in ids}
+            stamps.append(values[:])  # a list of ints, made in C: the rest slices it
+        seen, sent = stamps
+        out = {}
+        for pid in ids:
+            first = layout.seen_slot(pid, 0)  # a peer's slots are contiguous, plane 0 first
+            end = first + layout.PLANE_SLOTS
+            out[pid] = max(max(seen[first:end]), max(sent[first:end]))
+        return out
 
     def plane_counters(self, plane: int) -> dict:
         """Counters of one plane, summed over CPUs."""

@@ -89,3 +89,20 @@ def test_a_full_table_reads_whole_in_one_call_or_several(dp, calls):
     per_call = capacity if calls == "one" else capacity // 4
     pairs = bpfsys.hash_lookup_batch(dp.maps.state.fd, 4, ctypes.sizeof(layout.PeerState), per_call)
     assert sorted(int.from_bytes(key, "little") for key, _value in pairs) == list(range(capacity))
+
+
+@pytest.mark.parametrize("kernel", ["batch", "before 5.6"])
+def test_last_traffic_reads_both_stamp_arrays_whole(dp, monkeypatch, kernel):
+    """The agent's activity scan: the latest rx or tx stamp of each peer asked about, 0 for none,
+    the same with the batch reads and with one lookup per slot."""
+    _fill(dp.maps, 10)
+    dp.maps.seen.put(layout.seen_slot(2, 1), 500)
+    dp.maps.sent.put(layout.seen_slot(2, 0), 700)
+    dp.maps.seen.put(layout.seen_slot(9, 3), 40)
+    dp.maps.sent.put(layout.seen_slot(4, 2), 90)  # not asked about
+    if kernel != "batch":
+        def old_kernel(*_args):
+            raise BpfSyscallError("map batch lookup", errno.EINVAL)
+
+        monkeypatch.setattr(bpfsys, "array_lookup_batch", old_kernel)
+    assert dp.maps.last_traffic([9, 2, 0]) == {9: 40, 2: 700, 0: 0}

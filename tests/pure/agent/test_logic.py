@@ -177,6 +177,32 @@ def test_wheel_fires_in_deadline_order_and_across_turns():
     assert w.next_deadline() is None
 
 
+def test_wheel_keeps_timers_beyond_a_turn_out_of_the_slots_until_they_come_near():
+    w = TimerWheel(0, tick_ns=MS, slots=8)
+    fired = []
+    for d in (1000, 30, 9, 7, 500):
+        w.schedule(d * MS, lambda t, d=d: fired.append(d))
+    w.schedule(600 * MS, lambda t: fired.append("x")).cancel()
+    assert sum(len(slot) for slot in w.slots) == 1  # only 7 ms is within the first turn
+    assert w.next_deadline() == 7 * MS
+    for now in range(0, 1001):  # a loop turn every millisecond
+        for t in w.expire(now * MS):
+            t.callback(now)
+            fired.append(now)
+        assert sum(len(slot) for slot in w.slots) <= 2
+    assert fired == [7, 7, 9, 9, 30, 30, 500, 500, 1000, 1000]
+    assert w.next_deadline() is None and w.count == 0
+
+
+def test_wheel_catches_up_after_a_long_stall():
+    w = TimerWheel(0, tick_ns=MS, slots=8)
+    for d in (3, 50, 70, 900):
+        w.schedule(d * MS, lambda t: None)
+    assert [t.deadline // MS for t in w.expire(75 * MS)] == [3, 50, 70]
+    assert w.next_deadline() == 900 * MS
+    assert [t.deadline // MS for t in w.expire(2000 * MS)] == [900]
+
+
 # ---------------------------------------------------------------- formats
 def test_probe_request_and_reply():
     req = probe.request(0xDEADBEEF, 42, 123456789)
