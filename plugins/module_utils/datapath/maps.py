@@ -313,7 +313,7 @@ class DatapathMaps:
         for pid in ids:
             first = layout.seen_slot(pid, 0)  # a peer's slots are contiguous, plane 0 first
             end = first + layout.PLANE_SLOTS
-            out[pid] = max(max(seen[first:end]), max(sent[first:end]))
+            out[pid] = max(seen[first:end] + sent[first:end])
         return out
 
     def plane_counters(self, plane: int) -> dict:
