@@ -159,12 +159,19 @@ def test_loss_ratio_over_the_window():
 
 
 # ---------------------------------------------------------------- wheel
-def test_wheel_fires_in_deadline_order_and_across_turns():
+def wheel_of(deadlines_ms, cancelled_ms):
+    """An 8-slot wheel of 1 ms ticks with a timer per deadline, each noting its deadline in
+    `fired` when it runs, and one more that is cancelled."""
     w = TimerWheel(0, tick_ns=MS, slots=8)
     fired = []
-    for d in (5, 3, 20, 3, 100):
+    for d in deadlines_ms:
         w.schedule(d * MS, lambda t, d=d: fired.append(d))
-    w.schedule(4 * MS, lambda t: fired.append("x")).cancel()
+    w.schedule(cancelled_ms * MS, lambda t: fired.append("x")).cancel()
+    return w, fired
+
+
+def test_wheel_fires_in_deadline_order_and_across_turns():
+    w, fired = wheel_of((5, 3, 20, 3, 100), cancelled_ms=4)
     assert w.next_deadline() == 3 * MS
     for t in w.expire(10 * MS):
         t.callback(10 * MS)
@@ -178,11 +185,7 @@ def test_wheel_fires_in_deadline_order_and_across_turns():
 
 
 def test_wheel_keeps_timers_beyond_a_turn_out_of_the_slots_until_they_come_near():
-    w = TimerWheel(0, tick_ns=MS, slots=8)
-    fired = []
-    for d in (1000, 30, 9, 7, 500):
-        w.schedule(d * MS, lambda t, d=d: fired.append(d))
-    w.schedule(600 * MS, lambda t: fired.append("x")).cancel()
+    w, fired = wheel_of((1000, 30, 9, 7, 500), cancelled_ms=600)
     assert sum(len(slot) for slot in w.slots) == 1  # only 7 ms is within the first turn
     assert w.next_deadline() == 7 * MS
     for now in range(0, 1001):  # a loop turn every millisecond
