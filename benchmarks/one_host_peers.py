@@ -1,12 +1,13 @@
 """One host with a peer table of a large fleet: what site.yml and the agent cost on it.
 
-    sudo .venv/bin/python benchmarks/one_host_peers.py [--peers 4096] [--window 10] [--json]
+    sudo .venv/bin/python benchmarks/one_host_peers.py [--peers 4096] [--window 10] [--settle 5] [--json]
 
 On a default lab (4 hosts, a unique name, torn down at the end even on errors), site.yml
 deploys the four hosts. Then, on r1h1 alone:
 
-1. its agent for --window seconds while r1h1 talks to 2 peers (it pings r1h2 and r2h1 pings it,
-   10 times a second each): CPU (% of one core, from /proc) and probes sent per second;
+1. its agent for --window seconds, --settle seconds after its start, while r1h1 talks to 2 peers
+   (it pings r1h2 and r2h1 pings it, 10 times a second each): CPU (% of one core, from /proc) and
+   probes sent per second;
 2. site.yml --limit r1h1 with --peers minus 4 synthetic hosts added to the fabric group (a
    second inventory source; lab addresses that no namespace answers), timed, then again with
    --diff: what it changed is shown (the kernel drops a managed neighbour entry that failed to
@@ -71,8 +72,9 @@ def synthetic_inventory(lab, count, path):
 TALKING = ((HOST, 'r1h2'), ('r2h1', HOST))
 
 
-def agent_with_two_peers(lab, inventory, log_dir, window):
-    """(% of a core, probes sent per second, peers) of r1h1's agent over `window` seconds."""
+def agent_with_two_peers(lab, inventory, log_dir, window, settle):
+    """(% of a core, probes sent per second, peers) of r1h1's agent over `window` seconds,
+    from `settle` seconds after its start."""
     agents = Agents(lab, inventory, log_dir, hosts=[HOST])
     try:
         # Not start_all(): it waits for every path to answer, and synthetic peers never do.
@@ -88,14 +90,14 @@ def agent_with_two_peers(lab, inventory, log_dir, window):
                     raise BenchmarkError('the agent on r1h1 did not answer status in 30 s:\n%s' % agents.tail(HOST)) from None
                 time.sleep(0.2)
         with pings(lab, TALKING):
-            time.sleep(5.0)  # past the start and the first round of probes
+            time.sleep(settle)  # past the start (and, given enough, the idle paths' first rounds)
             cpu, rate, _confirmations = agent_window(agents, {HOST: agents.current(HOST).pid}, window)[HOST]
         return cpu, rate, len(agents.status(HOST)['peers'])
     finally:
         agents.stop_all()
 
 
-def measure(peers, window, log):
+def measure(peers, window, settle, log):
     lab = Lab('default', name='peers-%s' % uuid.uuid4().hex[:6])
     out = {}
     with tempfile.TemporaryDirectory(prefix='edgeft-peers-') as work:
@@ -106,7 +108,7 @@ def measure(peers, window, log):
             lab.up(inventory=inventory)
             deploy(lab, inventory)
             log('r1h1 with 3 peers, 2 talking: agent for %g s' % window)
-            out['agent_cpu_pct'], out['probes_per_s'], out['agent_peers'] = agent_with_two_peers(lab, inventory, work, window)
+            out['agent_cpu_pct'], out['probes_per_s'], out['agent_peers'] = agent_with_two_peers(lab, inventory, work, window, settle)
             synthetic_inventory(lab, peers - len(REAL), extra)
             # r1h1's managed entries for its synthetic peers, in the table every namespace of the
             # machine shares: raised as the lab raises it for its own hosts, and put back at its down.
@@ -129,7 +131,7 @@ def measure(peers, window, log):
             out['neigh_limit_after'] = int(NEIGH_LIMIT.read_text())
             log('r1h1 with %d peers, 2 talking: agent for %g s' % (peers - 1, window))
             out['agent_cpu_big_pct'], out['probes_big_per_s'], out['agent_big_peers'] = agent_with_two_peers(
-                lab, inventory, work, window)
+                lab, inventory, work, window, settle)
         finally:
             lab_down(lab)
     return out
@@ -153,12 +155,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     p.add_argument('--peers', type=int, default=4096, help='fabric size, r1h1 included (more than 4)')
     p.add_argument('--window', type=float, default=10.0, help='seconds the agent is measured')
+    p.add_argument('--settle', type=float, default=5.0, help='seconds from the agent\'s start to the window')
     p.add_argument('--json', action='store_true', help='print the figures as JSON')
     args = p.parse_args(argv)
     if args.peers <= len(REAL):
         p.error('--peers must be more than %d' % len(REAL))
+    if args.window <= 0 or args.settle < 0:
+        p.error('--window must be more than 0 and --settle at least 0')
     try:
-        result = measure(args.peers, args.window, lambda m: print(m, file=sys.stderr, flush=True))
+        result = measure(args.peers, args.window, args.settle, lambda m: print(m, file=sys.stderr, flush=True))
     except BenchmarkError as e:
         print('one_host_peers: %s' % e, file=sys.stderr)
         return 1
