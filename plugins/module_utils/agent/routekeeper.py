@@ -75,7 +75,7 @@ class RouteKeeper:
     def hold_routes(self, plane: int, held: bool) -> None:
         """Put (or take) the peers' addresses on plane into the held table: one `ip` run.
         Taking them out keeps the addresses that are still held for another reason."""
-        self._hold_routes(lambda key, native: native == plane, held)
+        self._hold_routes({key: entry for key, entry in self.route_want.items() if entry[3] == plane}, held)
 
     def hold_path_routes(self, path, held: bool) -> None:
         """Put (or take) one peer's addresses on the path's plane into the held table.
@@ -85,19 +85,23 @@ class RouteKeeper:
         first, and once that neighbour entry expires (tens of seconds) and its probes go
         unanswered, it drops every packet before tc sees it. The held route sends them
         through the other plane's NIC, whose neighbour resolves."""
-        mine = self._path_addresses(path)
-        if mine:
-            self._hold_routes(lambda key, native: native == path.plane and key in mine, held)
+        # The path's own entries, looked up: a dead peer's path fails over at every host that
+        # probes it, and a walk of every peer's routes each time made that grow with the fabric.
+        mine = {key: self.route_want[key] for key in self._path_addresses(path)
+                if key in self.route_want and self.route_want[key][3] == path.plane}
+        self._hold_routes(mine, held)
 
-    def _hold_routes(self, selected, held: bool) -> None:
-        if not self.cfg.backup_routes["enabled"]:
+    def _hold_routes(self, entries: dict, held: bool) -> None:
+        """Hold (or release) entries of route_want ({(family, dst): (gateway, dev, source, native
+        plane)}) in the held table: one `ip` run."""
+        if not self.cfg.backup_routes["enabled"] or not entries:
             return
         table = str(self.cfg.backup_routes["table"] + 1)
-        failed = self._failed_path_addresses()
+        failed = None if held else self._failed_path_addresses()
         commands = []
         tentative = None
-        for (family, dst), (gateway, dev, source, native) in sorted(self.route_want.items()):
-            if not selected((family, dst), native) or (not held and self._held((family, dst), native, failed)):
+        for (family, dst), (gateway, dev, source, native) in sorted(entries.items()):
+            if not held and self._held((family, dst), native, failed):
                 continue
             if held:
                 # Our plane address stays the source: a routed plane translates only that one.
