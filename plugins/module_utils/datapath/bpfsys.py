@@ -9,6 +9,7 @@ accepts a shorter attr and zero-fills the rest.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 
@@ -273,6 +274,12 @@ def array_lookup_batch(fd: int, values, count: int) -> int:
         if e.errno != 2:  # ENOENT: the map ended before count; a.count says how many
             raise
     return a.count
+
+
+def batch_unsupported(error: BpfSyscallError) -> bool:
+    """Whether a batch command failed because the kernel has none (before 5.6): the caller then
+    reads one entry at a time."""
+    return error.errno in (errno.EINVAL, errno.EOPNOTSUPP, ENOTSUPP)
 
 
 def hash_lookup_batch(fd: int, key_size: int, value_size: int, count: int) -> list:

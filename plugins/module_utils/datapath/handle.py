@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import fcntl
 import os
 
@@ -116,7 +115,7 @@ class MapHandle:
         try:
             pairs = bpfsys.hash_lookup_batch(self.fd, key_size, value_size, bpfsys.map_info(self.fd).max_entries)
         except BpfSyscallError as e:
-            if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP, bpfsys.ENOTSUPP):
+            if not bpfsys.batch_unsupported(e):
                 raise
             pairs = []  # a kernel before 5.6
             for key in self.keys():

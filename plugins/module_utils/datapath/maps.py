@@ -9,7 +9,6 @@ programs and any other one that opens the pins, so they cannot disagree.
 from __future__ import annotations
 
 import ctypes
-import errno
 import ipaddress
 import os
 import time
@@ -301,7 +300,7 @@ class DatapathMaps:
             try:
                 bpfsys.array_lookup_batch(handle.fd, values, count)
             except BpfSyscallError as e:
-                if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP, bpfsys.ENOTSUPP):
+                if not bpfsys.batch_unsupported(e):
                     raise
                 for peer_id in ids:  # a kernel before 5.6: one lookup per slot of the peers asked about
                     for p in range(layout.PLANE_SLOTS):
