@@ -242,8 +242,7 @@ class Agent(Cadence, PlaneWatch, RouteKeeper, TcpAlarms):
         # over one interval, the others at the idle budget's rate (at 4,096 peers a start would
         # otherwise send 8,190 probes in its first interval). At start no peer is known to have
         # traffic yet: the first scan of the stamps brings those peers' probes forward (wake_peers).
-        idle_spread_ns = max(self.cfg.idle_interval_ns, len(idle) * 1000000000 // self.cfg.idle_probes_per_s)
-        for items, spread_ns in ((busy, self.cfg.interval_ns), (idle, idle_spread_ns)):
+        for items, spread_ns in ((busy, self.cfg.interval_ns), (idle, self.idle_cycle_ns(len(idle)))):
             for i, (key, (family, addr)) in enumerate(items):
                 self._add_path(key, family, addr, peers[key[0]], now, spread_ns * i // len(items))
 

@@ -88,8 +88,12 @@ class Cadence:
         woken = active - self.active
         self.active = active
         idle_paths = len(self.paths) - sum(len(self.peer_paths(peer_id)) for peer_id in active)
-        self.idle_step_ns = max(self.cfg.idle_interval_ns, idle_paths * 1000000000 // self.cfg.idle_probes_per_s)
+        self.idle_step_ns = self.idle_cycle_ns(idle_paths)
         self.wake_peers(woken, now)
+
+    def idle_cycle_ns(self, idle_paths: int) -> int:
+        """ns for the idle budget to probe `idle_paths` paths once: each idle path's step."""
+        return max(self.cfg.idle_interval_ns, idle_paths * 1000000000 // self.cfg.idle_probes_per_s)
 
     def wake_peers(self, peer_ids, now) -> None:
         """Peers that just got traffic: their paths' next probes at once, at the full rate."""

@@ -22,6 +22,7 @@ class Scanner:
     fresh stamps."""
 
     _scan_activity = Cadence._scan_activity
+    idle_cycle_ns = Cadence.idle_cycle_ns
     wake_peers = Cadence.wake_peers
 
     def __init__(self, peers, talking, **settings):
