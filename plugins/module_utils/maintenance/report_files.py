@@ -39,13 +39,20 @@ def write_row(directory, switch, row) -> bool:
     return _put(os.path.join(directory, SWITCHES, "%s.json" % switch), _json(row))
 
 
+def _run_order(row):
+    # The switches of one batch start together, each on its own worker: their start times come
+    # in any order, their places in the run do not.
+    position = row.get("position")
+    return (position if isinstance(position, int) else float("inf"), row.get("started_at") or 0)
+
+
 def rows(directory) -> list:
-    """Every switch's line written so far, in the order the switches started."""
+    """Every switch's line written so far, in the run's order of the switches."""
     found = []
     for path in glob.glob(os.path.join(glob.escape(directory), SWITCHES, "*.json")):
         with open(path, encoding="utf-8") as f:
             found.append(json.load(f))
-    return sorted(found, key=lambda row: row.get("started_at") or 0)
+    return sorted(found, key=_run_order)
 
 
 def write_report(directory):

@@ -8,9 +8,12 @@ import json
 from ansible_collections.edgeft.failover.plugins.module_utils.maintenance import report_files
 
 
-def row(switch, started_at, status="done"):
-    return {"switch": switch, "role": "tor", "plane": "a", "hosts": ["r1h1"], "peers": ["r2h1"], "status": status,
+def row(switch, started_at, status="done", position=None):
+    line = {"switch": switch, "role": "tor", "plane": "a", "hosts": ["r1h1"], "peers": ["r2h1"], "status": status,
             "started_at": started_at, "lost_packets": 0, "failures": [], "hosts_affected": 1, "drained_seconds": None}
+    if position is not None:
+        line["position"] = position
+    return line
 
 
 def test_lines_and_the_report_in_the_order_the_switches_started(tmp_path):
@@ -22,6 +25,14 @@ def test_lines_and_the_report_in_the_order_the_switches_started(tmp_path):
     assert (tmp_path / "report.txt").read_text() == table + "\n"
     assert "tor-r1-a" in table and "tor-r2-a" in table
     assert json.loads((tmp_path / "switches" / "tor-r1-a.json").read_text()) == row("tor-r1-a", 10.0)
+
+
+def test_switches_of_one_batch_keep_the_runs_order_whatever_their_start_times(tmp_path):
+    # Both start in one batch, each on its own worker: the second one's clock read came first.
+    report_files.write_row(tmp_path, "tor-r1-a", row("tor-r1-a", 10.002, position=0))
+    report_files.write_row(tmp_path, "tor-r2-a", row("tor-r2-a", 10.001, position=1))
+    report_files.write_row(tmp_path, "tor-r1-b", row("tor-r1-b", 20.0, position=2))
+    assert [r["switch"] for r in report_files.write_report(tmp_path)[0]] == ["tor-r1-a", "tor-r2-a", "tor-r1-b"]
 
 
 def test_rewriting_the_same_line_changes_nothing(tmp_path):
