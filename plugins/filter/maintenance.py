@@ -64,7 +64,10 @@ def maintenance_stop(batch, active, max_fail_percentage=0):
 
 
 def maintenance_refusals(plan, reports, checks=None):
-    return guards.refusals(plan, dict(reports or {}), dict(checks or {}))
+    reports = dict(reports or {})
+    if checks is None:  # the checks plane_state ran with check_planes, in each host's report
+        checks = {host: r.get("checks") or {} for host, r in reports.items() if isinstance(r, dict)}
+    return guards.refusals(plan, reports, dict(checks))
 
 
 def maintenance_verdict(plan, after, before=None, window_ms=0, phase="drained", drains=None):

@@ -13,7 +13,9 @@ reply steered onto another plane would not reach it.
 
 Changes nothing anywhere (the data path neither counts nor learns from
 checks), so the module runs the same in check mode. Free of Ansible imports;
-every error names the option that caused it.
+every error names the option that caused it. plane_state's check_planes runs the
+same checks after its query (state_and_checks): the maintenance guard reads a
+host and proves its backup planes in one module run.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.fabric import sock
 from ansible_collections.edgeft.failover.plugins.module_utils.host import nics
 from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError, normalize_planes, plane_names, resolve_plane
 from ansible_collections.edgeft.failover.plugins.module_utils.host.records import PeerTableRecord
+from ansible_collections.edgeft.failover.plugins.module_utils.planes import state as planes_state
 from ansible_collections.edgeft.failover.plugins.module_utils.planes.maps import open_maps
 
 TOS = 0xC0  # DSCP CS6 (network control), as the agent's probes: queued like them
@@ -43,7 +46,8 @@ class CheckError(EdgeftError, RuntimeError):
 
 
 # ------------------------------------------------------------------ options
-def _int_option(params, name, default, low, high=None):
+def int_option(params, name, default, low, high=None):
+    """params[name] as an int in low..high (high None: no bound), default when unset."""
     value = params.get(name)
     if value is None:
         return default
@@ -76,10 +80,10 @@ def options(params) -> dict:
         "plane": params["plane"],
         "peers": peers,
         "family": _FAMILY_NAMES[family],
-        "count": _int_option(params, "count", 5, 1, MAX_COUNT),
-        "interval_ms": _int_option(params, "interval_ms", 20, 1),
-        "timeout_ms": _int_option(params, "timeout_ms", 500, 1),
-        "max_loss_percent": _int_option(params, "max_loss_percent", 0, 0, 100),
+        "count": int_option(params, "count", 5, 1, MAX_COUNT),
+        "interval_ms": int_option(params, "interval_ms", 20, 1),
+        "timeout_ms": int_option(params, "timeout_ms", 500, 1),
+        "max_loss_percent": int_option(params, "max_loss_percent", 0, 0, 100),
     }
 
 
@@ -351,3 +355,50 @@ def plane_check(params):
         "checked": len(results),
     }
     return result, warnings
+
+
+# ------------------------------------------------------------------ plane_state's check_planes
+def check_requests(params) -> list:
+    """plane_state's check_planes as plane_check's params, one per plane, validated before the
+    query (or anything else) runs: a query that also proves planes end to end in one run."""
+    wanted = params.get("check_planes") or []
+    if not wanted:
+        return []
+    if (params.get("state") or "query") != "query":
+        raise OptionError("check_planes: only with state=query")
+    if isinstance(wanted, (str, bytes)):
+        raise OptionError("check_planes: a list of plane names or indexes is expected, got %r" % (wanted,))
+    count = int_option(params, "check_count", 5, 1, MAX_COUNT)
+    max_loss = int_option(params, "check_max_loss_percent", 0, 0, 100)
+    record = PeerTableRecord(params.get("state_dir") or constants.STATE_DIR, params.get("pin_root"))
+    names, named = plane_names(normalize_planes(params["planes"]) if params.get("planes") else None, record)
+    requests = {}
+    for value in wanted:
+        index = resolve_plane(value, names, named, option="check_planes")
+        requests[names[index]] = {"pin_root": params.get("pin_root"), "state_dir": params.get("state_dir"),
+                                  "planes": params.get("planes"), "plane": str(index), "count": count,
+                                  "max_loss_percent": max_loss}
+    return list(requests.values())
+
+
+def state_and_checks(params, check_mode=False) -> tuple:
+    """The plane_state module: its query or change (planes/state.py), then the checks of
+    check_planes, validated before either runs. Returns (result, warnings)."""
+    requests = check_requests(params)
+    result, warnings = planes_state.plane_state(params, check_mode)
+    result["checks"], check_warnings = run_requests(requests)
+    return result, warnings + check_warnings
+
+
+def run_requests(requests) -> tuple:
+    """({plane name: plane_check's result without `changed`}, warnings) for check_requests()."""
+    out, warnings = {}, []
+    for request in requests:
+        try:
+            result, check_warnings = plane_check(request)
+        except OptionError as e:  # a plane the maps do not configure
+            raise OptionError("check_planes: %s" % str(e).replace("plane: ", "", 1)) from None
+        result.pop("changed", None)
+        out[result["plane"]["name"]] = result
+        warnings.extend(check_warnings)
+    return out, warnings

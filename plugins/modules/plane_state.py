@@ -128,10 +128,31 @@ options:
         Nothing changes in check mode.
     type: bool
     default: false
+  check_planes:
+    description:
+      - With O(state=query), after the report, check each of these planes (names or indexes)
+        end to end as M(edgeft.failover.plane_check) does - check probes to every peer with an
+        address there - and return the results in RV(checks). One module run reads a host and
+        proves its backup planes, as the switch_maintenance role's guard does before a drain.
+      - Nothing changes, also outside check mode; an unknown plane fails the task before anything
+        is sent.
+    type: list
+    elements: str
+    default: []
+  check_count:
+    description: Check probes sent to each peer on each plane of O(check_planes) (1 to 1000).
+    type: int
+    default: 5
+  check_max_loss_percent:
+    description:
+      - A peer of a plane of O(check_planes) is healthy when at most this share of its check
+        probes went unanswered (0 to 100); one that answered none never is.
+    type: int
+    default: 0
 requirements:
   - root on the target
   - pyroute2 on the target for the NIC counters (Debian package C(python3-pyroute2));
-    without it RV(planes[].nic) is null and a warning says why
+    without it RV(planes[].nic) is null and a warning says why; O(check_planes) needs it
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - edgeft.failover.attributes
@@ -178,6 +199,16 @@ EXAMPLES = r'''
     peers: [r1h1, r1h2]
     state: active
 
+- name: Read the planes and prove plane b end to end before draining plane a
+  edgeft.failover.plane_state:
+    check_planes: [b]
+  register: before_drain
+
+- name: Stop unless every peer answered on plane b
+  ansible.builtin.assert:
+    that: before_drain.checks.b.healthy
+    fail_msg: "check probes lost on plane b to {{ before_drain.checks.b.unhealthy_peers | join(', ') }}"
+
 - name: Show per-plane counters and per-peer state
   edgeft.failover.plane_state:
     pin_root: /sys/fs/bpf/edgeft
@@ -204,6 +235,14 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+checks:
+  description:
+    - Plane name to what M(edgeft.failover.plane_check) returns for it (C(healthy),
+      C(unhealthy_peers), C(peers), C(checked) and C(plane), without C(changed)), for each plane
+      of O(check_planes); empty without it.
+  returned: always
+  type: dict
+  sample: {b: {healthy: true, unhealthy_peers: [], checked: 2, plane: {name: b, index: 1, interface: fab1}}}
 plane:
   description: The plane acted on (null for a query without O(plane)).
   returned: always
@@ -341,7 +380,7 @@ peers:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.edgeft.failover.plugins.module_utils import module_options
-from ansible_collections.edgeft.failover.plugins.module_utils.planes import state as core
+from ansible_collections.edgeft.failover.plugins.module_utils.plane_check import state_and_checks
 from ansible_collections.edgeft.failover.plugins.module_utils.module_result import finish
 
 
@@ -357,12 +396,15 @@ def main():
             notify_peers=dict(type='bool', default=True),
             confirm_ms=dict(type='int', default=0),
             forget_learned=dict(type='bool', default=False),
+            check_planes=dict(type='list', elements='str', default=[]),
+            check_count=dict(type='int', default=5),
+            check_max_loss_percent=dict(type='int', default=0),
             state_dir=module_options.state_dir(),
         ),
         required_if=[('state', 'drained', ('plane',)), ('state', 'active', ('plane',))],
         supports_check_mode=True,
     )
-    finish(module, lambda: core.plane_state(module.params, module.check_mode))
+    finish(module, lambda: state_and_checks(module.params, module.check_mode))
 
 
 if __name__ == '__main__':

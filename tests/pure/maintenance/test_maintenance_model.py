@@ -8,6 +8,7 @@ import pytest
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 
+from ansible_collections.edgeft.failover.plugins.filter import maintenance
 from ansible_collections.edgeft.failover.plugins.module_utils.maintenance import batches, guards, model, report, verify
 from repo import REPO
 
@@ -182,6 +183,17 @@ def test_guard_refuses_an_unhealthy_backup_plane(lab):
     reports = _all()
     reports["r1h1"] = _report(unusable=("b",))
     assert "r1h1's backup plane 'b' is not usable (NIC fab1 down" in guards.refusals(p, reports, {})[0]
+
+
+def test_the_filter_reads_the_checks_from_reports_that_ran_them(lab):
+    # plane_state with check_planes returns its checks in the report: the role passes no checks.
+    p = model.switch_plan("tor-r1-a", lab)
+    reports = _all()
+    reports["r1h2"] = dict(reports["r1h2"], checks={"b": {"healthy": False, "unhealthy_peers": ["r2h1"]}})
+    assert maintenance.maintenance_refusals(p, reports) == [
+        "tor-r1-a: r1h2's backup plane 'b' is unhealthy: check probes to r2h1 were lost; repair it before draining tor-r1-a"]
+    reports["r1h2"]["checks"]["b"] = {"healthy": True}
+    assert maintenance.maintenance_refusals(p, reports) == []
 
 
 def test_guard_refuses_unknown_hosts_and_stranded_peers(lab):
