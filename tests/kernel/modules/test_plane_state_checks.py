@@ -12,8 +12,8 @@ from plane_state_env import ok, state
 
 from ansible_collections.edgeft.failover.plugins.module_utils import netlink
 
-pytestmark = pytest.mark.skipif((L.missing() or (None if netlink.HAS_PYROUTE2 else "pyroute2 missing")) is not None,
-                                reason=str(L.missing() or "pyroute2 missing"))
+PROBLEM = L.missing() or (None if netlink.HAS_PYROUTE2 else "pyroute2 missing")
+pytestmark = pytest.mark.skipif(PROBLEM is not None, reason=str(PROBLEM))
 
 
 def test_a_query_reads_the_planes_and_checks_the_named_ones(hosts):
