@@ -106,7 +106,11 @@ options:
         must come back on the plane. It is sent again every 100 ms, so a
         peer whose learning hold swallowed the first one (it changed state
         itself at the same moment, as hosts behind one switch undrain together)
-        still comes back.
+        still comes back. For the first three rounds this host does not learn
+        from the peers not back yet (it renews its learning hold for them).
+        Their answers still come back steered, and learning from them would
+        make this host's next echoes leave steered too, so that the two hosts
+        kept each other off the plane for good.
       - Also when the plane was drained (undrained) already. Peers not
         confirmed in time are a result (RV(unconfirmed)), not a failure.
       - C(0) confirms nothing. Otherwise 100 to 60000; not with O(peers), and

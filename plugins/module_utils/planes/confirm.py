@@ -20,6 +20,15 @@ hold, after a change of its own, swallows that packet (two hosts behind one swit
 undrain at the same moment). Its answer then still comes back on another plane, and
 the echo goes again RESEND_MS later, past the hold, until the answer comes back on
 the plane: every peer is proven back on it for us.
+
+Meanwhile we must not learn from that peer: its steered packets (answers included)
+would teach us that it keeps off the plane, our next echoes would leave steered, and
+the two hosts would keep each other off the plane for good, each echoing the other's
+steering (with no agent to find the plane answering, nothing ends that). So each of
+the first HOLD_ROUNDS rounds holds our learning from the peers not back yet until into
+the next round, which gives each of them an echo past its own hold while we still
+ignore it. A peer that really keeps off the plane (drained there) teaches us again
+once our hold ends.
 """
 
 from __future__ import annotations
@@ -30,11 +39,13 @@ import socket
 import struct
 import time
 
+from ansible_collections.edgeft.failover.plugins.module_utils.datapath.maps import now_ns
 from ansible_collections.edgeft.failover.plugins.module_utils.fabric import icmp
 from ansible_collections.edgeft.failover.plugins.module_utils.planes.notify import (
     NOTIFY_PAYLOAD, echo_socket, peer_targets, plane_ifname)
 
 RESEND_MS = 100  # past the data path's learning hold (50 ms) after a peer's last change
+HOLD_ROUNDS = 3  # rounds of an undrain's confirmation that renew our hold for the peers not back yet
 MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 100, 60000
 _IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)
 _IPV6_RECVPKTINFO = getattr(socket, "IPV6_RECVPKTINFO", 49)
@@ -107,7 +118,12 @@ def confirm_peers(maps, index, timeout_ms, back=False, clock=time.monotonic):
             poller.register(s.fileno(), select.POLLIN)
             by_fd[s.fileno()] = (family, s)
         deadline = clock() + timeout_ms / 1000.0
+        rounds = 0
         while True:
+            if back and rounds < HOLD_ROUNDS:
+                # Stamped a round ahead: the data path's hold then lasts into the next round.
+                maps.hold([p for p, o in outcome.items() if o != "confirmed"], at_ns=now_ns() + RESEND_MS * 1000000)
+            rounds += 1
             for peer_id, (family, addr) in targets.items():
                 if outcome[peer_id] == "confirmed":
                     continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -242,6 +243,39 @@ def test_a_confirmed_undrain_brings_back_a_peer_whose_hold_swallowed_the_notific
     # Undrained already: confirmed back again, nothing changed.
     r = ok(state(hosts, "a", state="active", confirm_ms=500))
     assert not r["changed"] and r["confirmed"] == ["h2"]
+
+
+STEERED_SENDER = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 0))
+end = time.monotonic() + 0.6
+while time.monotonic() < end:
+    s.sendto(b"still steered", (sys.argv[2], 9))
+    time.sleep(0.005)
+"""
+
+
+def test_a_confirmed_undrain_does_not_learn_the_steering_of_a_peer_it_is_bringing_back(hosts):
+    """As above, but host 2's hold also swallows the second echo (it changed its own state
+    later), and host 2 sends to host 1 all along, steered until it comes back. Had host 1 learned
+    from those packets (or from host 2's steered answers) once its undrain's hold was over, its
+    next echoes would leave steered too, and the two hosts would keep each other off plane a for
+    good. Host 1 holds its learning from the peers not back yet through the first rounds, so the
+    third echo leaves natively, past host 2's hold, and brings host 2 back."""
+    ok(state(hosts, "a", state="drained", confirm_ms=2000))
+    assert peer_state(hosts, 2)["learned_planes"] == [0]
+    sender = subprocess.Popen(["ip", "netns", "exec", hosts.ns[2], sys.executable, "-c", STEERED_SENDER,
+                               L.ADDR[2][4][0], L.ADDR[1][4][0]])
+    try:
+        time.sleep(0.05)
+        hosts.maps(2).hold(at_ns=time.clock_gettime_ns(time.CLOCK_MONOTONIC) + 110_000_000)  # held for the next 160 ms
+        r = ok(state(hosts, "a", state="active", confirm_ms=2000))
+    finally:
+        sender.wait(timeout=10)
+    assert r["changed"] and (r["confirmed"], r["unconfirmed"]) == (["h2"], [])
+    for host in (1, 2):
+        assert (peer_state(hosts, host)["down_planes"], peer_state(hosts, host)["learned_planes"]) == ([], [])
 
 
 @pytest.mark.parametrize("forget", [False, True])
