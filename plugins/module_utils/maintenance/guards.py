@@ -18,6 +18,33 @@ def _served_by(plan: dict, host: str, plane: str) -> str:
     return "switch %s" % switch if switch else "its switch"
 
 
+def _peers_left_on_the_switch(plan: dict, host: str, report: dict, backups: list) -> list:
+    """The host's peers whose traffic would stay on the drained plane: every healthy backup
+    plane is down for them in its data path (learned from their steering, or judged by its
+    agent or a per-peer drain), and its egress program steers only to a plane that is not."""
+    switch, plane, out = plan["switch"], plan["plane"], []
+    if not backups:
+        return out
+    for peer in report.get("peers") or []:
+        addresses = (peer.get("addresses") or {}).get("planes")
+        if addresses is not None and plane not in addresses:
+            continue  # nothing of the host's goes to it on the plane
+        down = peer.get("down_planes") or []
+        if any(b not in down for b in backups):
+            continue
+        learned = [b for b in backups if b in (peer.get("learned_planes") or [])]
+        why = ("it keeps off %s for %s (learned from its packets)" % (_names(learned), host) if learned
+               else "%s is down for it (judged by %s's agent, or drained for it)" % (_names(backups), host))
+        out.append("%s: %s's traffic for %s would have nowhere to go but plane %r: %s; find out why "
+                   "(edgeft.failover.plane_state state=query on %s) before draining %s"
+                   % (switch, host, peer.get("name"), plane, why, host, switch))
+    return out
+
+
+def _names(planes) -> str:
+    return ", ".join(repr(p) for p in planes)
+
+
 def refusals(plan: dict, reports: dict, checks: dict) -> list:
     """Why draining plan['switch'] now would strand a host; empty when it is safe."""
     switch, plane = plan["switch"], plan["plane"]
@@ -54,6 +81,7 @@ def refusals(plan: dict, reports: dict, checks: dict) -> list:
             healthy.append(backup)
         if not healthy and not any(r.startswith("%s: %s" % (switch, host)) for r in out):
             out.append("%s: %s has no healthy backup plane" % (switch, host))
+        out.extend(_peers_left_on_the_switch(plan, host, report, healthy))
     # The other hosts as they last reported (the preflight): one without a report is not refused
     # here; the drain's confirmation proves every peer in-band.
     for peer in plan["peers"]:

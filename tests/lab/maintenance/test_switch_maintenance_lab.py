@@ -117,6 +117,32 @@ def test_draining_the_second_tor_of_a_rack_is_refused_and_changes_nothing(lab, c
     assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'done')]
 
 
+def test_a_host_holding_the_backup_plane_down_for_its_peers_is_refused_and_changes_nothing(lab, clean, tmp_path):
+    # r1h1's data path holds plane b down for every peer (as its agent would judge it): draining
+    # tor-r1-a would leave its traffic for them on the switch, with no plane to steer to.
+    saved = {}
+    with DatapathMaps.open_pinned(str(lab.pin_root('r1h1'))) as maps:
+        for peer_id in maps.peer_ids():
+            st = maps.state.get(peer_id)
+            saved[peer_id] = bytes(st)
+            st.down_mask, st.active_plane = st.down_mask | 0x2, 0
+            maps.state.put(peer_id, st)
+    try:
+        held = datapath_state(lab)
+        rc, out, _recap, report = run_maintenance(lab, 'switch_drain', 'tor-r1-a', tmp_path)
+        assert rc != 0
+        text = ' '.join(out.split())
+        assert ("tor-r1-a: r1h1's traffic for r2h1 would have nowhere to go but plane 'a': 'b' is down for it (judged by "
+                "r1h1's agent, or drained for it); find out why (edgeft.failover.plane_state state=query on r1h1) before "
+                "draining tor-r1-a") in text, out[-4000:]
+        assert [(r['switch'], r['status']) for r in report] == [('tor-r1-a', 'not drained, nothing changed')]
+        assert datapath_state(lab) == held
+    finally:
+        with DatapathMaps.open_pinned(str(lab.pin_root('r1h1'))) as maps:
+            for peer_id, raw in saved.items():
+                maps.state.put(peer_id, type(maps.state.get(peer_id)).from_buffer_copy(raw))
+
+
 def test_a_host_failing_mid_batch_stops_later_batches(lab, clean, tmp_path):
     # While tor-r2-a (the second batch) is maintained, r2h1 - a host behind it - fails: its data
     # path becomes unreadable for the rest of the run (a wrong pin_root, as when its bpffs

@@ -141,7 +141,7 @@ def test_switches_of_one_batch_must_not_serve_a_host_twice(lab):
 
 
 # ---------------------------------------------------------------- reports
-def _report(drained=(), unusable=(), tx=None, ages=None, down=None, drained_for=None, skipped=0):
+def _report(drained=(), unusable=(), tx=None, ages=None, down=None, drained_for=None, skipped=0, learned=None):
     tx = tx or {}
     planes = []
     for i, name in enumerate("ab"):
@@ -151,7 +151,7 @@ def _report(drained=(), unusable=(), tx=None, ages=None, down=None, drained_for=
                        "nic": {"tx_dropped": 0, "rx_dropped": 0}})
     peers = []
     for peer in ("r1h1", "r1h2", "r2h1", "r2h2"):
-        peers.append({"name": peer, "down_planes": (down or {}).get(peer, []),
+        peers.append({"name": peer, "down_planes": (down or {}).get(peer, []), "learned_planes": (learned or {}).get(peer, []),
                       "drained_planes": (drained_for or {}).get(peer, []),
                       "last_seen_age_ms": (ages or {}).get(peer, {"a": None, "b": 5})})
     return {"planes": planes, "peers": peers}
@@ -183,6 +183,26 @@ def test_guard_refuses_an_unhealthy_backup_plane(lab):
     reports = _all()
     reports["r1h1"] = _report(unusable=("b",))
     assert "r1h1's backup plane 'b' is not usable (NIC fab1 down" in guards.refusals(p, reports, {})[0]
+
+
+def test_guard_refuses_when_a_peer_would_find_no_plane(lab):
+    """A host behind the switch whose data path holds the backup plane down for a peer would leave
+    its traffic for that peer on the switch (steer_skipped): refused, learned and judged alike."""
+    p = model.switch_plan("tor-r1-b", lab)
+    checks = {h: {"a": {"healthy": True}} for h in p["hosts"]}
+    reports = _all()
+    reports["r1h1"] = _report(down={"r1h2": ["a"]}, learned={"r1h2": ["a"]})
+    reports["r1h2"] = _report(down={"r2h1": ["a"]})
+    assert guards.refusals(p, reports, checks) == [
+        "tor-r1-b: r1h1's traffic for r1h2 would have nowhere to go but plane 'b': it keeps off 'a' for r1h1 (learned "
+        "from its packets); find out why (edgeft.failover.plane_state state=query on r1h1) before draining tor-r1-b",
+        "tor-r1-b: r1h2's traffic for r2h1 would have nowhere to go but plane 'b': 'a' is down for it (judged by r1h2's "
+        "agent, or drained for it); find out why (edgeft.failover.plane_state state=query on r1h2) before draining tor-r1-b"]
+    # A peer with no address on the drained plane gets nothing of ours there; one down on the
+    # drained plane only is what the drain is about.
+    reports["r1h1"]["peers"][1]["addresses"] = {"planes": {"a": {"ipv4": "198.18.1.12", "ipv6": None}}}
+    reports["r1h2"] = _report(down={"r2h1": ["b"]})
+    assert guards.refusals(p, reports, checks) == []
 
 
 def test_the_filter_reads_the_checks_from_reports_that_ran_them(lab):
