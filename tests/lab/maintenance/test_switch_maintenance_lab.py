@@ -120,13 +120,10 @@ def test_draining_the_second_tor_of_a_rack_is_refused_and_changes_nothing(lab, c
 def test_a_host_holding_the_backup_plane_down_for_its_peers_is_refused_and_changes_nothing(lab, clean, tmp_path):
     # r1h1's data path holds plane b down for every peer (as its agent would judge it): draining
     # tor-r1-a would leave its traffic for them on the switch, with no plane to steer to.
-    saved = {}
     with DatapathMaps.open_pinned(str(lab.pin_root('r1h1'))) as maps:
-        for peer_id in maps.peer_ids():
-            st = maps.state.get(peer_id)
-            saved[peer_id] = bytes(st)
-            st.down_mask, st.active_plane = st.down_mask | 0x2, 0
-            maps.state.put(peer_id, st)
+        saved = {peer_id: maps.state.get(peer_id) for peer_id in maps.peer_ids()}
+        for peer_id in saved:
+            maps.set_active(peer_id, 0)
     try:
         held = datapath_state(lab)
         rc, out, _recap, report = run_maintenance(lab, 'switch_drain', 'tor-r1-a', tmp_path)
@@ -139,8 +136,8 @@ def test_a_host_holding_the_backup_plane_down_for_its_peers_is_refused_and_chang
         assert datapath_state(lab) == held
     finally:
         with DatapathMaps.open_pinned(str(lab.pin_root('r1h1'))) as maps:
-            for peer_id, raw in saved.items():
-                maps.state.put(peer_id, type(maps.state.get(peer_id)).from_buffer_copy(raw))
+            for peer_id, st in saved.items():
+                maps.state.put(peer_id, st)
 
 
 def test_a_host_failing_mid_batch_stops_later_batches(lab, clean, tmp_path):
