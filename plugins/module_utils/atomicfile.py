@@ -81,7 +81,12 @@ def makedirs(path, mode=0o755):
     if os.path.isdir(path):
         return []
     created = makedirs(os.path.dirname(path), mode)
-    os.mkdir(path)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+        return created  # another run made it meanwhile (hosts sharing a directory): not ours to undo
     os.chmod(path, mode)
     return created + [path]
 

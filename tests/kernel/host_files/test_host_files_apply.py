@@ -8,6 +8,7 @@ import base64
 import hashlib
 import os
 import stat
+import threading
 
 import pytest
 
@@ -104,3 +105,35 @@ def test_a_failure_half_way_puts_back_what_was_changed(tmp_path, monkeypatch):
     assert not (tmp_path / "new").exists() and not (tmp_path / "made").exists()
     assert os.readlink(tmp_path / "link") == "/old/target"
     assert sorted(os.listdir(tmp_path)) == ["existing", "link", "mode_only"]
+
+
+
+
+def makedirs_at_once(path, runs=8):
+    """atomicfile.makedirs(path) in `runs` threads released together: (their results, errors)."""
+    start, results, errors = threading.Barrier(runs), [], []
+
+    def make():
+        start.wait()
+        try:
+            results.append(atomicfile.makedirs(path))
+        except OSError as e:
+            errors.append(e)
+    threads = [threading.Thread(target=make) for _ in range(runs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, errors
+
+
+def test_hosts_that_share_a_directory_create_it_at_the_same_time(tmp_path):
+    """Lab hosts share one filesystem, and their runs of host_files start together: each creates
+    the same missing parents at once. Every run succeeds, and each new directory is claimed, for
+    an undo, by exactly the one run that created it (real threads, real mkdir races)."""
+    for attempt in range(20):
+        base = tmp_path / str(attempt)
+        results, errors = makedirs_at_once(str(base / "src" / "host" / "agent"))
+        assert errors == []
+        assert sorted(d for created in results for d in created) == [
+            str(base), str(base / "src"), str(base / "src" / "host"), str(base / "src" / "host" / "agent")]
