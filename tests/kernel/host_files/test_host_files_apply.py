@@ -107,8 +107,6 @@ def test_a_failure_half_way_puts_back_what_was_changed(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["existing", "link", "mode_only"]
 
 
-
-
 def makedirs_at_once(path, runs=8):
     """atomicfile.makedirs(path) in `runs` threads released together: (their results, errors)."""
     start, results, errors = threading.Barrier(runs), [], []
@@ -119,7 +117,7 @@ def makedirs_at_once(path, runs=8):
             results.append(atomicfile.makedirs(path))
         except OSError as e:
             errors.append(e)
-    threads = [threading.Thread(target=make) for _ in range(runs)]
+    threads = [threading.Thread(target=make) for _run in range(runs)]
     for t in threads:
         t.start()
     for t in threads:
