@@ -175,6 +175,36 @@ def test_a_host_failing_mid_batch_stops_later_batches(lab, clean, tmp_path):
     assert rc == 0, out[-4000:]
 
 
+def test_a_later_batch_is_guarded_by_a_reading_of_its_own(lab, clean, tmp_path):
+    # The preflight's reading is the first batch's guard (roles/switch_maintenance/tasks/preflight.yml);
+    # every later batch reads its hosts and probes their backup planes again just before its
+    # drain. While tor-r1-a (the first batch) is maintained, r2h1's plane-b NIC goes down:
+    # tor-r2-a's guard must see it, although the preflight's probes crossed plane b, and refuse
+    # with nothing changed.
+    tasks = tmp_path / 'nic_down.yml'
+    tasks.write_text(
+        "- name: Take r2h1's plane-b NIC down behind the run's back\n"
+        '  ansible.builtin.command:\n'
+        '    argv: [ip, link, set, fab1, down]\n'
+        '  delegate_to: r2h1\n'
+        '  changed_when: true\n'
+        "  when: inventory_hostname == 'tor-r1-a'\n")
+    try:
+        rc, out, _recap, report = run_maintenance(lab, 'rolling_maintenance', 'tor-r1-a,tor-r2-a', tmp_path / 'run',
+                                                  '-e', 'edgeft_maintenance_tasks=%s' % tasks)
+        assert rc != 0
+        rows = {r['switch']: r for r in report}
+        assert rows['tor-r1-a']['status'] == 'done', out[-4000:]
+        assert rows['tor-r2-a']['status'] == 'not drained, nothing changed', out[-4000:]
+        text = ' '.join(out.split())
+        assert ("tor-r2-a: r2h1's backup plane 'b' is unhealthy: check probes to r1h1, r1h2, r2h2 were lost; repair it "
+                "before draining tor-r2-a") in text, out[-4000:]
+        assert datapath_state(lab) == clean
+    finally:
+        with lab.ipr('r2h1') as ipr:
+            ipr.link('set', index=ipr.link_lookup(ifname='fab1')[0], state='up')
+
+
 def test_a_batch_of_two_tors_drains_both_racks_at_once(lab, clean, tmp_path):
     # Every host step of the batch runs on the four hosts at once; each switch judges its own two.
     rc, out, _recap, report = run_maintenance(lab, 'switch_drain', 'tor-r1-a,tor-r2-a', tmp_path / 'drain', '-e', 'edgeft_serial=2')
