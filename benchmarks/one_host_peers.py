@@ -118,7 +118,7 @@ def measure(peers, window, settle, log):
             both = ['-i', str(extra), '--limit', HOST, '-e', '{"ebpf_failover_gate_must_answer": %s}' % json.dumps(
                 [h for h in REAL if h != HOST])]
             log('site.yml --limit r1h1 with %d peers' % (peers - 1))
-            out['deploy_s'] = playbook_seconds(inventory, 'playbooks/site.yml', *both)
+            out['deploy_s'], _cpu = playbook_seconds(inventory, 'playbooks/site.yml', *both)
             start = time.monotonic()
             rc, text, recap = run_playbook(inventory, 'playbooks/site.yml', '--diff', *both)
             out['redeploy_s'] = time.monotonic() - start

@@ -11,6 +11,11 @@ errors), in order:
 2. playbooks/site.yml (first deploy), then again: the second run must change nothing; then the
    same stream again, through the failover programs on both hosts' NICs (no agent running);
 3. playbooks/switch_drain.yml and switch_undrain.yml of ToR tor-r1-a, then of spine spine-b;
+   each drain's CPU too: all of it (the playbook, its workers and every module run on the lab's
+   hosts, which share this machine), the part the module runs on the hosts used (recorded by a
+   shell wrapper around python3 as the hosts' interpreter), the controller's rest, and the whole divided by
+   the machine's cores: the least wall time the drain could take here, however well its steps
+   overlapped;
 4. one agent per host (as the lab runs them), idle for --window seconds: CPU (% of one core per
    host, from /proc over the window), probes sent per second per host (the agents' counters),
    RSS, and the series of one host's /metrics; then the same CPU and probes for another window
@@ -31,6 +36,8 @@ import argparse
 import contextlib
 import json
 import os
+import resource
+import shlex
 import signal
 import subprocess
 import sys
@@ -54,6 +61,7 @@ from redeploy_under_load import BenchmarkError, deploy, lab_down, run_playbook  
 
 TOR, SPINE = 'tor-r1-a', 'spine-b'
 CLOCK_TICKS = os.sysconf('SC_CLK_TCK')
+CORES = len(os.sched_getaffinity(0))
 ROWS = (
     ('lab_up_s', 'lab up (s)'),
     ('deploy_s', 'site.yml, first (s)'),
@@ -62,6 +70,11 @@ ROWS = (
     ('tor_undrain_s', 'ToR undrain (s)'),
     ('spine_drain_s', 'spine drain (s)'),
     ('spine_undrain_s', 'spine undrain (s)'),
+    ('tor_drain_cpu_s', 'ToR drain, CPU of the playbook and its module runs (s)'),
+    ('spine_drain_cpu_s', 'spine drain, CPU of the playbook and its module runs (s)'),
+    ('spine_drain_hosts_cpu_s', '... of which module runs on the hosts (s)'),
+    ('spine_drain_controller_cpu_s', '... of which the controller (s)'),
+    ('spine_drain_floor_s', "spine drain, its CPU spread over the machine's cores (s)"),
     ('agent_cpu_pct', 'agent CPU, idle (% of a core per host, mean)'),
     ('agent_cpu_max_pct', 'agent CPU, idle (% of a core, busiest host)'),
     ('probes_per_s', 'probes sent per second per host, idle (mean)'),
@@ -101,12 +114,62 @@ def changed_tasks(out):
     return ['%s: %s' % (task, ', '.join(hosts)) for task, hosts in found.items()]
 
 
+def children_cpu_s():
+    """CPU seconds of every finished descendant: ansible-playbook, its workers and, through the
+    lab's connection, every module run on the hosts (the lab's hosts share this machine)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def playbook_seconds(inventory, playbook, *extra):
-    start = time.monotonic()
+    """(wall seconds, CPU seconds) of one playbook run."""
+    start, cpu = time.monotonic(), children_cpu_s()
     rc, out, _recap = run_playbook(inventory, playbook, *extra)
     if rc != 0:
         raise BenchmarkError('%s %s failed (rc %d):\n%s' % (playbook, ' '.join(extra), rc, out[-6000:]))
-    return time.monotonic() - start
+    return time.monotonic() - start, children_cpu_s() - cpu
+
+
+def timed_interpreter(work):
+    """(path of a python3 that records the CPU of each of its runs and the network namespace it
+    ran in, and a function summing what the runs on the lab's hosts - every namespace but this
+    one - recorded, forgetting it). The shell's `times` gives its children's CPU; each run
+    writes a file of its own, so runs at the same moment do not mix their lines."""
+    folder = Path(work) / 'module-cpu'
+    folder.mkdir(exist_ok=True)
+    wrapper = Path(work) / 'python3'
+    wrapper.write_text('#!/bin/sh\n/usr/bin/python3 "$@"\nrc=$?\n{ times; readlink /proc/self/ns/net; } > %s/$$\nexit $rc\n'
+                       % shlex.quote(str(folder)))
+    wrapper.chmod(0o755)
+    here = os.readlink('/proc/self/ns/net')
+
+    def seconds(text):  # `times` prints 0m0.210000s (dash) or 0m0.210s (bash)
+        minutes, rest = text.rstrip('s').split('m')
+        return 60 * float(minutes) + float(rest)
+
+    def hosts_cpu_s():
+        total = 0.0
+        for record in folder.iterdir():
+            _shell, children, ns = record.read_text().splitlines()[:3]
+            if ns != here:
+                total += sum(seconds(field) for field in children.split())
+            record.unlink()
+        return total
+    return str(wrapper), hosts_cpu_s
+
+
+def drain_figures(inventory, work, kind, switch):
+    """The drain and undrain of one switch: wall times, and the drain's CPU, all of it and the
+    part of it that ran on the lab's hosts (the rest is the controller's)."""
+    interpreter, hosts_cpu_s = timed_interpreter(work)
+    figures = {}
+    figures['%s_drain_s' % kind], cpu = playbook_seconds(inventory, 'playbooks/switch_drain.yml', '-e', 'edgeft_switch=%s' % switch,
+                                                         '-e', 'ansible_python_interpreter=%s' % interpreter)
+    figures.update({'%s_drain_cpu_s' % kind: cpu, '%s_drain_floor_s' % kind: cpu / CORES,
+                    '%s_drain_hosts_cpu_s' % kind: hosts_cpu_s()})
+    figures['%s_drain_controller_cpu_s' % kind] = cpu - figures['%s_drain_hosts_cpu_s' % kind]
+    figures['%s_undrain_s' % kind], _cpu = playbook_seconds(inventory, 'playbooks/switch_undrain.yml', '-e', 'edgeft_switch=%s' % switch)
+    return figures
 
 
 def cpu_ticks(pid):
@@ -235,8 +298,7 @@ def measure_size(racks, per_rack, window, log, stream_s=5.0):
                 % (figures['tcp_bare_mbps'], figures['tcp_edgeft_mbps']))
             for switch, kind in ((TOR, 'tor'), (SPINE, 'spine')):
                 log('  drain and undrain %s' % switch)
-                figures['%s_drain_s' % kind] = playbook_seconds(inventory, 'playbooks/switch_drain.yml', '-e', 'edgeft_switch=%s' % switch)
-                figures['%s_undrain_s' % kind] = playbook_seconds(inventory, 'playbooks/switch_undrain.yml', '-e', 'edgeft_switch=%s' % switch)
+                figures.update(drain_figures(inventory, work, kind, switch))
             figures.update(agent_figures(lab, inventory, Path(work), window, log))
         finally:
             lab_down(lab)
