@@ -34,7 +34,7 @@ from ansible_collections.edgeft.failover.plugins.module_utils.host import nics
 from ansible_collections.edgeft.failover.plugins.module_utils.host.planes import OptionError, normalize_planes, plane_names, resolve_plane
 from ansible_collections.edgeft.failover.plugins.module_utils.host.records import PeerTableRecord
 from ansible_collections.edgeft.failover.plugins.module_utils.planes import state as planes_state
-from ansible_collections.edgeft.failover.plugins.module_utils.planes.maps import open_maps
+from ansible_collections.edgeft.failover.plugins.module_utils.planes.maps import open_maps, require_pin_root
 
 TOS = 0xC0  # DSCP CS6 (network control), as the agent's probes: queued like them
 MAX_COUNT = 1000
@@ -370,6 +370,7 @@ def check_requests(params) -> list:
         raise OptionError("check_planes: a list of plane names or indexes is expected, got %r" % (wanted,))
     count = int_option(params, "check_count", 5, 1, MAX_COUNT)
     max_loss = int_option(params, "check_max_loss_percent", 0, 0, 100)
+    require_pin_root(params.get("pin_root"))  # the plane names below are read from what is pinned there
     record = PeerTableRecord(params.get("state_dir") or constants.STATE_DIR, params.get("pin_root"))
     names, named = plane_names(normalize_planes(params["planes"]) if params.get("planes") else None, record)
     requests = {}

@@ -55,6 +55,15 @@ class EmptyMaps:
         return {}
 
 
+def require_pin_root(pin_root, option="pin_root") -> None:
+    """OptionError unless pin_root is an absolute path to an existing directory: the first
+    thing to check, before options that name what is pinned there (planes, peers)."""
+    if not pin_root or not os.path.isabs(pin_root):
+        raise OptionError("%s: %r must be an absolute path" % (option, pin_root))
+    if not os.path.isdir(pin_root):
+        raise OptionError("%s: %s does not exist: %s" % (option, pin_root, ATTACH_HINT))
+
+
 @contextlib.contextmanager
 def open_maps(pin_root, option="pin_root", allow_missing=False):
     """The host's pinned maps, with the pin dir locked against other writers.
@@ -66,8 +75,7 @@ def open_maps(pin_root, option="pin_root", allow_missing=False):
     if allow_missing and not maps_pinned(pin_root):
         yield EmptyMaps()
         return
-    if not os.path.isdir(pin_root):
-        raise OptionError("%s: %s does not exist: %s" % (option, pin_root, ATTACH_HINT))
+    require_pin_root(pin_root, option)
     with pin_dir_lock(pin_root):
         try:
             maps = DatapathMaps.open_pinned(pin_root)

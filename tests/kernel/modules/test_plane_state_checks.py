@@ -47,7 +47,10 @@ def test_a_drained_peer_plane_still_answers_and_check_mode_checks_the_same(hosts
     (dict(check_planes=["b"], check_count=0), "check_count: must be 1..1000, got 0"),
     (dict(check_planes=["b"], check_max_loss_percent=101), "check_max_loss_percent: must be 0..100, got 101"),
     (dict(check_planes=["b"], plane="a", state="drained"), "check_planes: only with state=query"),
-], ids=["unknown plane", "count", "loss", "with a change"])
+    # Named for what is missing, not for the plane names that cannot be read without it.
+    (dict(check_planes=["b"], pin_root="/nonexistent/edgeft"),
+     "pin_root: /nonexistent/edgeft does not exist: attach the programs first with edgeft.failover.ebpf_program"),
+], ids=["unknown plane", "count", "loss", "with a change", "no pin_root"])
 def test_bad_checks_fail_before_anything_runs(hosts, args, message):
     r = state(hosts, **args)
     assert r.get("failed") and r["msg"].startswith(message), r.get("msg")

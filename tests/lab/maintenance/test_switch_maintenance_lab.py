@@ -241,6 +241,10 @@ def test_bad_batches_fail_before_any_host_changes(lab, clean, tmp_path, switches
     ('empty_tors', 'all:\n  children:\n    empty_tors:\n      hosts: {}\n', "edgeft_switch: group 'empty_tors' is empty"),
     ('tor-r2-a', 'all:\n  children:\n    fabric:\n      hosts:\n        r2h2:\n          ansible_host: edgeft-nowhere\n',
      'edgeft_switch: r2h2 did not answer (unreachable, or no edgeft data path): nothing was changed'),
+    # r2h2 answers, but its reading (with the first batch's check probes) fails: the reason is named.
+    ('tor-r2-a', 'all:\n  children:\n    fabric:\n      hosts:\n        r2h2:\n          edgeft_pin_root: /nonexistent/edgeft\n',
+     "edgeft_switch: r2h2 did not answer (unreachable, or no edgeft data path): nothing was changed; fix them or take them "
+     "out of the switches' groups. r2h2: pin_root: /nonexistent/edgeft does not exist: attach the programs first"),
 ])
 def test_bad_requests_fail_before_any_host_changes(lab, clean, tmp_path, switch, extra_inventory, message):
     extra = []
