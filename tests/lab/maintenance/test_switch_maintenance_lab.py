@@ -140,29 +140,31 @@ def test_a_host_holding_the_backup_plane_down_for_its_peers_is_refused_and_chang
                 maps.state.put(peer_id, st)
 
 
+def maintain_with_a_task(lab, tmp_path, switches, during, host, name, task, *extra):
+    """rolling_maintenance.yml of `switches` whose maintenance, while switch `during` is drained,
+    runs one task on `host` (`task`: its module and arguments as YAML lines, indented by two):
+    (return code, output, {switch: its row of the report} in the report's order)."""
+    tasks = tmp_path / 'maintenance_tasks.yml'
+    tasks.write_text('- name: %s\n%s  delegate_to: %s\n  when: inventory_hostname == %r\n' % (name, task, host, during))
+    rc, out, _recap, report = run_maintenance(lab, 'rolling_maintenance', switches, tmp_path / 'run',
+                                              '-e', 'edgeft_maintenance_tasks=%s' % tasks, *extra)
+    return rc, out, {r['switch']: r for r in report or []}
+
+
 def test_a_host_failing_mid_batch_stops_later_batches(lab, clean, tmp_path):
     # While tor-r2-a (the second batch) is maintained, r2h1 - a host behind it - fails: its data
     # path becomes unreadable for the rest of the run (a wrong pin_root, as when its bpffs
     # vanished). tor-r2-a cannot be proven healthy from r2h1, so it is not undrained and stays
     # drained, and with the default max_fail_percentage of 0 the batch after it (tor-r1-b) never
     # starts.
-    tasks = tmp_path / 'break_r2h1.yml'
-    tasks.write_text(
-        '- name: Break the data path of r2h1 for the rest of the run\n'
-        '  ansible.builtin.set_fact:\n'
-        '    edgeft_pin_root: /nonexistent/edgeft\n'
-        '  delegate_to: r2h1\n'
-        '  delegate_facts: true\n'
-        "  when: inventory_hostname == 'tor-r2-a'\n")
     try:
         # Two health checks a second apart instead of 30 two seconds apart: the broken host never
         # answers, and the role's default patience would only make the test wait a minute.
-        rc, out, _recap, report = run_maintenance(lab, 'rolling_maintenance', 'tor-r1-a,tor-r2-a,tor-r1-b', tmp_path / 'run',
-                                                  '-e', 'edgeft_maintenance_tasks=%s' % tasks,
-                                                  '-e', 'switch_maintenance_healthy_retries=2',
-                                                  '-e', 'switch_maintenance_healthy_delay=1')
+        rc, out, rows = maintain_with_a_task(
+            lab, tmp_path, 'tor-r1-a,tor-r2-a,tor-r1-b', 'tor-r2-a', 'r2h1', 'Break the data path of r2h1 for the rest of the run',
+            '  ansible.builtin.set_fact:\n    edgeft_pin_root: /nonexistent/edgeft\n  delegate_facts: true\n',
+            '-e', 'switch_maintenance_healthy_retries=2', '-e', 'switch_maintenance_healthy_delay=1')
         assert rc != 0
-        rows = {r['switch']: r for r in report}
         assert list(rows) == ['tor-r1-a', 'tor-r2-a'], out[-4000:]
         assert rows['tor-r1-a']['status'] == 'done'
         assert rows['tor-r2-a']['status'] == 'undrain failed, left drained'
@@ -181,19 +183,11 @@ def test_a_later_batch_is_guarded_by_a_reading_of_its_own(lab, clean, tmp_path):
     # drain. While tor-r1-a (the first batch) is maintained, r2h1's plane-b NIC goes down:
     # tor-r2-a's guard must see it, although the preflight's probes crossed plane b, and refuse
     # with nothing changed.
-    tasks = tmp_path / 'nic_down.yml'
-    tasks.write_text(
-        "- name: Take r2h1's plane-b NIC down behind the run's back\n"
-        '  ansible.builtin.command:\n'
-        '    argv: [ip, link, set, fab1, down]\n'
-        '  delegate_to: r2h1\n'
-        '  changed_when: true\n'
-        "  when: inventory_hostname == 'tor-r1-a'\n")
     try:
-        rc, out, _recap, report = run_maintenance(lab, 'rolling_maintenance', 'tor-r1-a,tor-r2-a', tmp_path / 'run',
-                                                  '-e', 'edgeft_maintenance_tasks=%s' % tasks)
+        rc, out, rows = maintain_with_a_task(
+            lab, tmp_path, 'tor-r1-a,tor-r2-a', 'tor-r1-a', 'r2h1', "Take r2h1's plane-b NIC down behind the run's back",
+            '  ansible.builtin.command:\n    argv: [ip, link, set, fab1, down]\n  changed_when: true\n')
         assert rc != 0
-        rows = {r['switch']: r for r in report}
         assert rows['tor-r1-a']['status'] == 'done', out[-4000:]
         assert rows['tor-r2-a']['status'] == 'not drained, nothing changed', out[-4000:]
         text = ' '.join(out.split())
