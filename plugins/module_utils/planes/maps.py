@@ -55,12 +55,13 @@ class EmptyMaps:
         return {}
 
 
-def require_pin_root(pin_root, option="pin_root") -> None:
-    """OptionError unless pin_root is an absolute path to an existing directory: the first
-    thing to check, before options that name what is pinned there (planes, peers)."""
+def require_pin_root(pin_root, option="pin_root", must_exist=True) -> None:
+    """OptionError unless pin_root is an absolute path to an existing directory (or, without
+    must_exist, one that may come later): the first thing to check, before options that name
+    what is pinned there (planes, peers)."""
     if not pin_root or not os.path.isabs(pin_root):
         raise OptionError("%s: %r must be an absolute path" % (option, pin_root))
-    if not os.path.isdir(pin_root):
+    if must_exist and not os.path.isdir(pin_root):
         raise OptionError("%s: %s does not exist: %s" % (option, pin_root, ATTACH_HINT))
 
 
@@ -70,12 +71,10 @@ def open_maps(pin_root, option="pin_root", allow_missing=False):
 
     allow_missing (check mode): EmptyMaps when nothing is pinned yet.
     """
-    if not pin_root or not os.path.isabs(pin_root):
-        raise OptionError("%s: %r must be an absolute path" % (option, pin_root))
+    require_pin_root(pin_root, option, must_exist=not allow_missing)
     if allow_missing and not maps_pinned(pin_root):
         yield EmptyMaps()
         return
-    require_pin_root(pin_root, option)
     with pin_dir_lock(pin_root):
         try:
             maps = DatapathMaps.open_pinned(pin_root)
